@@ -1,0 +1,5 @@
+import sys
+
+from brorl_lib.cli import main
+
+sys.exit(main())

@@ -1,0 +1,67 @@
+"""figures/MANIFEST.json: for every artifact file, where it came from, and whether it is stale."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from brorl_lib import atomic
+from brorl_lib.hashing import input_hashes, sha256_file
+from brorl_lib.registry import get_notebook
+
+MANIFEST_FILE = "MANIFEST.json"
+SCHEMA = 1
+
+
+def load(out_dir: Path) -> dict:
+    path = Path(out_dir) / MANIFEST_FILE
+    if not path.exists():
+        return {"schema": SCHEMA, "artifacts": {}}
+    return json.loads(path.read_text())
+
+
+def save(out_dir: Path, manifest: dict) -> None:
+    atomic.write_text(Path(out_dir) / MANIFEST_FILE, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+
+
+def files_of(manifest: dict, notebook: str) -> list[str]:
+    return sorted(f for f, e in manifest["artifacts"].items() if e["notebook"] == notebook)
+
+
+def replace_notebook(manifest: dict, notebook: str, entries: dict[str, dict]) -> list[str]:
+    """Swap a notebook's entries for ``entries``; return files it no longer makes."""
+    old = files_of(manifest, notebook)
+    for f in old:
+        del manifest["artifacts"][f]
+    manifest["artifacts"].update(entries)
+    return [f for f in old if f not in entries]
+
+
+def stale(out_dir: Path) -> list[tuple[str, str]]:
+    """(file, reason) for every artifact that is missing, edited, or whose inputs changed."""
+    out_dir = Path(out_dir)
+    manifest = load(out_dir)
+    current: dict[tuple[str, str], dict] = {}
+    problems = []
+    for name, entry in sorted(manifest["artifacts"].items()):
+        path = out_dir / name
+        if not path.exists():
+            problems.append((name, "file is missing"))
+            continue
+        if sha256_file(path) != entry["sha256"]:
+            problems.append((name, "file was changed after it was made"))
+            continue
+        key = (entry["notebook"], json.dumps(entry["parameters"], sort_keys=True))
+        if key not in current:
+            try:
+                current[key] = input_hashes(get_notebook(entry["notebook"]), entry["parameters"])
+            except (ValueError, FileNotFoundError) as err:
+                current[key] = {"error": str(err)}
+        now = current[key]
+        if "error" in now:
+            problems.append((name, f"cannot check inputs: {now['error']}"))
+            continue
+        changed = [k for k in ("notebook", "library", "parameters", "data") if now[k] != entry["inputs"][k]]
+        if changed:
+            problems.append((name, "inputs changed: " + ", ".join(changed)))
+    return problems

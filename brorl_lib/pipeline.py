@@ -1,0 +1,198 @@
+"""Run notebooks with papermill, skip unchanged ones, and move their artifacts into place.
+
+A run executes in a staging folder; only after the notebook succeeds are its files moved (each by
+an atomic rename) into the output folder and entered in its MANIFEST.json. A failed or timed-out
+run leaves the output folder as it was and names the failing notebook and cell.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import yaml
+
+from brorl_lib import atomic, manifest
+from brorl_lib.artifacts import read_record
+from brorl_lib.hashing import input_hashes, sha256_file
+from brorl_lib.paths import BUILD_DIR, FIGURES_DIR, OUTPUT_DIR_ENV, REPO_ROOT
+from brorl_lib.profiles import Plan
+
+KERNEL = "python3"
+STATE_FILE = BUILD_DIR / "state.json"
+
+
+class NotebookFailed(RuntimeError):
+    """A notebook raised, or ran past its timeout."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    name: str
+    status: str  # "ran" or "skipped"
+    wall_time_s: float
+    files: tuple[str, ...]
+
+
+def git_commit() -> str:
+    """``git describe --always --dirty`` of the repository, or "unknown" outside git."""
+    try:
+        out = subprocess.run(
+            ["git", "describe", "--always", "--dirty", "--abbrev=12"],
+            cwd=REPO_ROOT, capture_output=True, text=True, check=True,
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _load_state() -> dict:
+    return json.loads(STATE_FILE.read_text()) if STATE_FILE.exists() else {}
+
+
+def _state_key(out_dir: Path, name: str) -> str:
+    return f"{Path(out_dir).resolve()}::{name}"
+
+
+def is_current(plan: Plan, out_dir: Path, hashes: dict[str, str]) -> bool:
+    """The last successful run here had the same inputs, and its files are all intact."""
+    if _load_state().get(_state_key(out_dir, plan.spec.name)) != hashes["input"]:
+        return False
+    entries = manifest.load(out_dir)["artifacts"]
+    mine = {f: e for f, e in entries.items() if e["notebook"] == plan.spec.name}
+    return bool(mine) and all(
+        (out_dir / f).exists() and sha256_file(out_dir / f) == e["sha256"] and e["input_hash"] == hashes["input"]
+        for f, e in mine.items()
+    )
+
+
+def _failure_message(name: str, executed: Path) -> str:
+    """Name the first cell that raised, from the executed copy papermill wrote."""
+    try:
+        nb = nbformat.read(executed, as_version=4)
+    except Exception:  # noqa: BLE001 - the copy may be absent or half-written after a kill
+        return f"notebook {name} failed before any cell ran; see the log above"
+    code_index = 0
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        code_index += 1
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                first = next((ln for ln in cell.source.splitlines() if ln.strip()), "")
+                return (
+                    f"notebook {name} failed in code cell {code_index} ({first.strip()[:80]!r}): "
+                    f"{out.get('ename')}: {out.get('evalue')}\n  executed copy: {executed}"
+                )
+    return f"notebook {name} failed; executed copy: {executed}"
+
+
+def _execute(plan: Plan, staging: Path, executed: Path, log_output: bool) -> None:
+    """papermill in a child process group, killed whole on timeout."""
+    params_file = staging / "parameters.yaml"
+    params_file.write_text(yaml.safe_dump(plan.parameters))
+    cmd = [
+        sys.executable, "-m", "papermill", str(plan.spec.path), str(executed),
+        "-f", str(params_file), "-k", KERNEL, "--cwd", str(plan.spec.path.parent),
+    ]
+    if log_output:
+        cmd.append("--log-output")
+    env = {**os.environ, OUTPUT_DIR_ENV: str(staging), "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0"}
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+    try:
+        rc = proc.wait(timeout=plan.timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise NotebookFailed(
+            f"notebook {plan.spec.name} ran past its timeout of {plan.timeout_s} s "
+            f"(set timeout_s for it in params/{plan.profile}.yaml); partial copy: {executed}"
+        ) from None
+    if rc != 0:
+        raise NotebookFailed(_failure_message(plan.spec.name, executed))
+
+
+def run_notebook(plan: Plan, out_dir: Path = FIGURES_DIR, force: bool = False, log_output: bool = True) -> RunResult:
+    """Execute one planned notebook unless its inputs are unchanged since its last success."""
+    name = plan.spec.name
+    out_dir = Path(out_dir)
+    hashes = input_hashes(plan.spec, plan.parameters)
+    if not force and is_current(plan, out_dir, hashes):
+        return RunResult(name, "skipped", 0.0, tuple(manifest.files_of(manifest.load(out_dir), name)))
+
+    staging = BUILD_DIR / "staging" / name
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    executed_dir = BUILD_DIR / "notebooks"
+    executed_dir.mkdir(parents=True, exist_ok=True)
+    partial = executed_dir / f"{name}.partial.ipynb"
+    start = time.perf_counter()
+    try:
+        _execute(plan, staging, partial, log_output)
+    except NotebookFailed:
+        if partial.exists():
+            os.replace(partial, executed_dir / f"{name}.failed.ipynb")
+        raise
+    wall = round(time.perf_counter() - start, 1)
+    os.replace(partial, executed_dir / f"{name}.ipynb")
+
+    commit = git_commit()
+    entries = {}
+    for record in read_record(staging):
+        for fname in record["files"]:
+            entries[fname] = {
+                "notebook": name,
+                "artifact": record["name"],
+                "provenance": record["provenance"],
+                "caption": record["caption"],
+                "profile": plan.profile,
+                "parameters": plan.parameters,
+                "input_hash": hashes["input"],
+                "inputs": {k: v for k, v in hashes.items() if k != "input"},
+                "git_commit": commit,
+                "wall_time_s": wall,
+                "sha256": sha256_file(staging / fname),
+            }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for fname in entries:
+        os.replace(staging / fname, out_dir / fname)
+    man = manifest.load(out_dir)
+    for gone in manifest.replace_notebook(man, name, entries):
+        (out_dir / gone).unlink(missing_ok=True)
+    manifest.save(out_dir, man)
+
+    state = _load_state()
+    state[_state_key(out_dir, name)] = hashes["input"]
+    atomic.write_text(STATE_FILE, json.dumps(state, indent=2, sort_keys=True))
+    shutil.rmtree(staging, ignore_errors=True)
+    return RunResult(name, "ran", wall, tuple(sorted(entries)))
+
+
+def strip_run_metadata(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Remove papermill's timestamps so a re-executed notebook diffs only where outputs change."""
+    nb.metadata.pop("papermill", None)
+    for cell in nb.cells:
+        cell.metadata.pop("papermill", None)
+        cell.metadata.pop("execution", None)
+    return nb
+
+
+def refresh_notebook(path: Path, log_output: bool = False) -> None:
+    """Re-execute a committed notebook in place with its own defaults (what nbval checks)."""
+    tmp = BUILD_DIR / "refresh" / path.name
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "papermill", str(path), str(tmp), "-k", KERNEL, "--cwd", str(path.parent)]
+    if log_output:
+        cmd.append("--log-output")
+    env = {k: v for k, v in os.environ.items() if k != OUTPUT_DIR_ENV}
+    subprocess.run(cmd, check=True, env={**env, "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0"})
+    nb = strip_run_metadata(nbformat.read(tmp, as_version=4))
+    atomic.write_text(path, nbformat.writes(nb) + "\n")

@@ -1,0 +1,47 @@
+"""The ordered list of notebooks the pipeline runs, and what each one reads."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from brorl_lib.paths import NOTEBOOKS_DIR
+
+
+@dataclass(frozen=True)
+class NotebookSpec:
+    name: str  # file stem in notebooks/, also the key in params/*.yaml
+    title: str  # what it regenerates, one line
+    config: str  # "module:Class" of its NotebookConfig
+    data_files: tuple[str, ...] = ()  # glob patterns, relative to the repository root
+    timeout_s: int = 1800  # default wall-clock limit for one run; profiles may override
+
+    @property
+    def path(self) -> Path:
+        return NOTEBOOKS_DIR / f"{self.name}.ipynb"
+
+    def config_class(self):
+        module, _, cls = self.config.partition(":")
+        return getattr(importlib.import_module(module), cls)
+
+
+NOTEBOOKS: tuple[NotebookSpec, ...] = (
+    NotebookSpec(
+        name="01_theory",
+        title="Theorem 1 (symbolic + numeric), Lemma 2, Corollary 3, Figure 2, sign map, pass@k",
+        config="brorl_lib.theory_report:TheoryConfig",
+        timeout_s=900,
+    ),
+)
+
+
+def notebook_names() -> list[str]:
+    return [nb.name for nb in NOTEBOOKS]
+
+
+def get_notebook(name: str) -> NotebookSpec:
+    for nb in NOTEBOOKS:
+        if nb.name == name:
+            return nb
+    raise ValueError(f"unknown notebook {name!r}; available: {notebook_names()}")

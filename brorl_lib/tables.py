@@ -1,0 +1,29 @@
+"""``save_table``: one table as Markdown, LaTeX and CSV, captioned with its provenance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from brorl_lib import atomic
+from brorl_lib.artifacts import PROVENANCE, check_artifact, record_artifact
+from brorl_lib.paths import output_dir
+
+
+def save_table(
+    df: pd.DataFrame, name: str, *, provenance: str, caption: str, float_format: str = "{:.4g}"
+) -> list[Path]:
+    """Write ``name``.md, ``name``.tex and ``name``.csv; the caption states the provenance class."""
+    check_artifact(name, provenance)
+    full_caption = f"{caption} [{PROVENANCE[provenance]}]"
+    fmt = float_format.format
+    shown = df.apply(lambda col: col.map(fmt) if pd.api.types.is_float_dtype(col) else col)
+    out = output_dir()
+    files = [out / f"{name}.md", out / f"{name}.tex", out / f"{name}.csv"]
+    atomic.write_text(files[0], f"**{full_caption}**\n\n{shown.to_markdown(index=False)}\n")
+    latex = shown.to_latex(index=False, caption=full_caption, label=f"tab:{name}", escape=True)
+    atomic.write_text(files[1], latex)
+    atomic.write_text(files[2], df.to_csv(index=False, lineterminator="\n"))
+    record_artifact(name, files, provenance, caption)
+    return files
