@@ -67,7 +67,8 @@ def stamp_provenance(fig: mpl.figure.Figure, provenance: str) -> None:
     """Write the provenance class in the top-right corner (replacing an earlier stamp)."""
     for t in [t for t in fig.texts if t.get_gid() == _STAMP_GID]:
         t.remove()
-    fig.text(0.995, 0.995, f"[{provenance}]", ha="right", va="top", fontsize=6, color="0.35", gid=_STAMP_GID)
+    # just above the top edge: the tight bounding box grows to hold it, so it never covers a title
+    fig.text(0.995, 1.0, f"[{provenance}]", ha="right", va="bottom", fontsize=6, color="0.35", gid=_STAMP_GID)
 
 
 def save_figure(

@@ -1,0 +1,153 @@
+"""Figures of notebooks/01_theory.ipynb, each drawn from a DataFrame made by theory_report."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.colors import TwoSlopeNorm
+from matplotlib.patches import Patch
+
+from brorl_lib import paper_setup
+from brorl_lib.plotting import PALETTE, new_figure
+
+CLASS_ORDER = ("sampled correct", "sampled incorrect", "unsampled correct", "unsampled incorrect")
+CLASS_COLOURS = dict(zip(CLASS_ORDER, (PALETTE[2], PALETTE[3], PALETTE[2], PALETTE[3])))
+TERM_LABELS = {
+    "sampled_correct": "sampled correct\n$(R_c-S_R)\\,Q_{neg}A_2$",
+    "sampled_incorrect": "sampled incorrect\n$(S_R-R_w)\\,Q_{pos}B_2$",
+    "unsampled": "unsampled coupling\n$S_R(Q_{pos}U_{neg,2}-Q_{neg}U_{pos,2})$",
+    "delta_q_pos": "$\\Delta Q_{pos}$ (sum)",
+}
+DIVERGING = "PuOr"  # colour-blind safe diverging map
+
+
+def figure2(tokens: pd.DataFrame, terms: pd.DataFrame, eta: float, n: int) -> plt.Figure:
+    """Figure 2 from a concrete batch: tokens by class, their first-order change, and the three terms."""
+    fig = plt.figure(figsize=(6.75, 3.0), layout="constrained")
+    grid = fig.add_gridspec(2, 2, width_ratios=(2.3, 1.0), height_ratios=(1.4, 1.0))
+    ax_p = fig.add_subplot(grid[0, 0])
+    ax_dp = fig.add_subplot(grid[1, 0], sharex=ax_p)
+    ax_t = fig.add_subplot(grid[:, 1])
+    order = tokens.assign(rank=tokens["token_class"].map(CLASS_ORDER.index)).sort_values(["rank", "p"], ascending=[True, False])
+    x = np.arange(len(order))
+    colours = order["token_class"].map(CLASS_COLOURS)
+    hatches = ["" if s else "////" for s in order["sampled"]]
+    scale = n / eta
+    for ax, values in ((ax_p, order["p"]), (ax_dp, order["delta_p_first_order"] * scale)):
+        bars = ax.bar(x, values, color=colours, edgecolor="white", linewidth=0.3)
+        for bar, h in zip(bars, hatches):
+            bar.set_hatch(h)
+            if h:
+                bar.set_alpha(0.55)
+    ax_dp.axhline(0, color="0.2", lw=0.6)
+    ax_p.set_ylabel("$p_i$")
+    ax_dp.set_ylabel(r"$\Delta p_i \cdot N/\eta$")
+    ax_dp.set_xlabel("token (grouped by class, most likely first)")
+    ax_dp.set_xticks([])
+    for cls in CLASS_ORDER:
+        idx = np.flatnonzero(order["token_class"].to_numpy() == cls)
+        if idx.size:
+            ax_p.axvline(idx[-1] + 0.5, color="0.7", lw=0.5)
+    handles = [Patch(facecolor=CLASS_COLOURS[c], hatch="" if c.startswith("sampled") else "////",
+                     alpha=1.0 if c.startswith("sampled") else 0.55, edgecolor="white", label=c) for c in CLASS_ORDER]
+    ax_p.legend(handles=handles, loc="upper right", fontsize=6)
+    vals = terms.set_index("term")["value"] * scale
+    names = list(TERM_LABELS)
+    y = np.arange(len(names))[::-1]
+    ax_t.barh(y, [vals[k] for k in names], color=[PALETTE[2] if vals[k] >= 0 else PALETTE[3] for k in names],
+              edgecolor=["none"] * 3 + ["0.1"])
+    ax_t.axvline(0, color="0.2", lw=0.6)
+    ax_t.set_yticks(y, [TERM_LABELS[k] for k in names], fontsize=6)
+    ax_t.set_xlabel(r"contribution to $\Delta Q_{pos}$, $\times N/\eta$")
+    for yi, k in zip(y, names):
+        ax_t.annotate(f"{vals[k]:+.2e}", (max(vals[k], 0.0), yi), xytext=(2, 0),
+                      textcoords="offset points", ha="left", va="center", fontsize=6)
+    ax_t.margins(x=0.35)
+    ax_t.grid(False)
+    ax_p.set_title(f"One sampled batch (V={len(tokens)}, N={n}); hatched: unsampled", loc="left")
+    ax_t.set_title("Theorem 1 terms", loc="left")
+    return fig
+
+
+def theorem1_check(checks: pd.DataFrame, study: pd.DataFrame) -> plt.Figure:
+    """Left: relative errors over random instances. Right: exact-vs-closed gap against eta."""
+    fig, (ax_h, ax_s) = new_figure("full", aspect=0.34, ncols=2)
+    bins = np.linspace(-18, 0, 55)
+    for col, label, colour in (("rel_err_first_order", "vs first-order change", PALETTE[0]),
+                               ("rel_err_exact", r"vs exact softmax change ($\eta$ as set)", PALETTE[1])):
+        ax_h.hist(np.log10(checks[col].clip(lower=1e-18)), bins=bins, color=colour, alpha=0.75, label=label)
+    ax_h.set_xlabel(r"$\log_{10}$ relative error of Theorem 1 (exact 0 shown at $-18$)")
+    ax_h.set_ylabel("instances")
+    ax_h.legend(loc="upper left")
+    for i, (family, g) in enumerate(study.groupby("family")):
+        ax_s.loglog(g["eta"], g["abs_err"], "o-", ms=3, color=PALETTE[i], label=f"{family} logits")
+    g = study[study["family"] == study["family"].iloc[0]]
+    ref = g["abs_err"].iloc[0] * (g["eta"] / g["eta"].iloc[0]) ** 2
+    ax_s.loglog(g["eta"], ref * 3, ":", color="0.3", label=r"slope 2 ($\propto\eta^2$)")
+    ax_s.set_xlabel(r"step size $\eta$")
+    ax_s.set_ylabel(r"|exact $-$ Theorem 1|")
+    ax_s.legend()
+    return fig
+
+
+def lemma2_corollary3(lemma: pd.DataFrame, curves: pd.DataFrame) -> plt.Figure:
+    """Left: Lemma 2 by Monte Carlo (95% CI) against p^2(1-p)^N. Right: Corollary 3 against N."""
+    fig, (ax_l, ax_c) = new_figure("full", aspect=0.34, ncols=2)
+    for i, (p, g) in enumerate(lemma.groupby("p")):
+        err = np.vstack([g["estimate"] - g["ci_low"], g["ci_high"] - g["estimate"]])
+        ax_l.errorbar(g["n"], g["estimate"], yerr=err, fmt="o", ms=3, color=PALETTE[i], label=f"Monte Carlo, p={p:g}")
+        n_fine = np.geomspace(1, g["n"].max(), 200)
+        ax_l.plot(n_fine, p * p * (1 - p) ** n_fine, "-", color=PALETTE[i], lw=0.9)
+    ax_l.set_xscale("log")
+    ax_l.set_yscale("log")
+    ax_l.set_xlabel("rollouts N")
+    ax_l.set_ylabel(r"$E[U_2(p)]$; lines: $p^2(1-p)^N$")
+    ax_l.legend(fontsize=6)
+    styles = {"all tokens": "-", "correct (U_pos,2)": "-", "incorrect (U_neg,2)": "--"}
+    for i, ((dist, tokens), g) in enumerate(curves.groupby(["distribution", "tokens"], sort=False)):
+        ax_c.loglog(g["n_rollouts"], g["expected_u2"].clip(lower=1e-30), styles[tokens],
+                    color=PALETTE[min(i, 2)], label=f"{dist}: {tokens}")
+    for n in paper_setup.SIM_ROLLOUT_SIZES:
+        ax_c.axvline(n, color="0.6", lw=0.5, ls=":")
+    ax_c.set_ylim(1e-16, None)
+    ax_c.set_xlabel("rollouts N (dotted: Figure 3's N)")
+    ax_c.set_ylabel(r"$\sum_i p_i^2(1-p_i)^N$")
+    ax_c.set_title("V = 128,000", loc="left")
+    ax_c.legend(fontsize=6)
+    return fig
+
+
+def sign_map(grid: pd.DataFrame, points: pd.DataFrame) -> plt.Figure:
+    """(N/eta) Delta Q_pos over (S_R, U_pos,2 - U_neg,2); black line: Delta Q_pos = 0."""
+    ns = sorted(grid["n_rollouts"].unique())
+    fig, axes = new_figure("full", aspect=0.32, ncols=len(ns))
+    for ax, n in zip(np.atleast_1d(axes), ns):
+        g = grid[grid["n_rollouts"] == n]
+        s = np.sort(g["s_r"].unique())
+        d = np.sort(g["u_diff"].unique())
+        z = g.pivot(index="u_diff", columns="s_r", values="scaled_delta_q").loc[d, s].to_numpy()
+        lim = np.abs(z).max()
+        mesh = ax.pcolormesh(s, d, z, cmap=DIVERGING, norm=TwoSlopeNorm(0.0, -lim, lim), shading="auto", rasterized=True)
+        if (z < 0).any():
+            ax.contour(s, d, z, levels=[0.0], colors="k", linewidths=0.8)
+        pt = points[points["n_rollouts"] == n].iloc[0]
+        ax.plot(pt["s_r"], pt["u_diff"], "k*", ms=6)
+        ax.set_title(f"N = {n}: {100 * (z < 0).mean():.1f}% negative", loc="left")
+        ax.set_xlabel("batch mood $S_R$")
+        ax.grid(False)
+        fig.colorbar(mesh, ax=ax, shrink=0.85, format="%.0e")
+    np.atleast_1d(axes)[0].set_ylabel(r"$U_{pos,2} - U_{neg,2}$")
+    fig.suptitle(r"$(N/\eta)\,\Delta Q_{pos}$; black line: $\Delta Q_{pos}=0$; star: expected batch", fontsize=8)
+    return fig
+
+
+def pass_at_k(curves: pd.DataFrame) -> plt.Figure:
+    """pass@k = 1 - (1 - Q_pos)^k for several k."""
+    fig, ax = new_figure("column")
+    for i, (k, g) in enumerate(curves.groupby("k")):
+        ax.plot(g["q_pos"], g["pass_at_k"], color=PALETTE[i % len(PALETTE)], label=f"k={k}")
+    ax.set_xlabel(r"correct mass $Q_{pos}$")
+    ax.set_ylabel("pass@k")
+    ax.legend(ncols=2)
+    return fig
