@@ -6,7 +6,6 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PROFILE ?= paper
 export PATH := $(CURDIR)/$(BIN):$(PATH)
-export MPLBACKEND := Agg
 export PYTHONHASHSEED := 0
 
 .PHONY: reproduce test unit nbval lab notebooks status lock clean install

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from brorl_lib.paths import output_dir
@@ -23,17 +24,31 @@ RECORD_FILE = ".artifacts.jsonl"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
+@dataclass(frozen=True)
+class Saved:
+    """What save_figure/save_table wrote; shows as one short line in a notebook."""
+
+    name: str
+    files: tuple[Path, ...]
+    provenance: str
+
+    def __repr__(self) -> str:
+        kinds = ", ".join(f.suffix.lstrip(".") for f in self.files)
+        return f"saved {self.name} ({kinds}) [{self.provenance}]"
+
+
 def check_artifact(name: str, provenance: str) -> None:
     if not _NAME.match(name):
         raise ValueError(f"artifact name={name!r} is not allowed: use letters, digits, '_', '-', '.'")
     check_choice("provenance", provenance, PROVENANCE)
 
 
-def record_artifact(name: str, files: list[Path], provenance: str, caption: str) -> None:
+def record_artifact(name: str, files: list[Path], provenance: str, caption: str) -> Saved:
     """Note in the output folder's record that ``files`` make up artifact ``name``."""
     entry = {"name": name, "files": [Path(f).name for f in files], "provenance": provenance, "caption": caption}
     with open(output_dir() / RECORD_FILE, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(entry) + "\n")
+    return Saved(name, tuple(files), provenance)
 
 
 def read_record(folder: Path) -> list[dict]:

@@ -74,15 +74,21 @@ def is_current(plan: Plan, out_dir: Path, hashes: dict[str, str]) -> bool:
     )
 
 
+def _kernel_env() -> dict[str, str]:
+    """Environment for papermill's kernel: inline figures (no forced backend), fixed hash seed."""
+    drop = {OUTPUT_DIR_ENV, "MPLBACKEND"}
+    return {**{k: v for k, v in os.environ.items() if k not in drop}, "PYTHONHASHSEED": "0"}
+
+
 def _failure_message(name: str, executed: Path) -> str:
     """Name the first cell that raised, from the executed copy papermill wrote."""
     try:
         nb = nbformat.read(executed, as_version=4)
     except Exception:  # noqa: BLE001 - the copy may be absent or half-written after a kill
         return f"notebook {name} failed before any cell ran; see the log above"
-    code_index = 0
+    code_index = 0  # numbered as in the source notebook: papermill's injected cell is not counted
     for cell in nb.cells:
-        if cell.cell_type != "code":
+        if cell.cell_type != "code" or "injected-parameters" in cell.metadata.get("tags", []):
             continue
         code_index += 1
         for out in cell.get("outputs", []):
@@ -95,8 +101,8 @@ def _failure_message(name: str, executed: Path) -> str:
     return f"notebook {name} failed; executed copy: {executed}"
 
 
-def _execute(plan: Plan, staging: Path, executed: Path, log_output: bool) -> None:
-    """papermill in a child process group, killed whole on timeout."""
+def _execute(plan: Plan, staging: Path, executed: Path, log_output: bool) -> int:
+    """papermill in a child process group, killed whole on timeout; returns its exit code."""
     params_file = staging / "parameters.yaml"
     params_file.write_text(yaml.safe_dump(plan.parameters))
     cmd = [
@@ -105,7 +111,7 @@ def _execute(plan: Plan, staging: Path, executed: Path, log_output: bool) -> Non
     ]
     if log_output:
         cmd.append("--log-output")
-    env = {**os.environ, OUTPUT_DIR_ENV: str(staging), "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0"}
+    env = {**_kernel_env(), OUTPUT_DIR_ENV: str(staging)}
     proc = subprocess.Popen(cmd, env=env, start_new_session=True)
     try:
         rc = proc.wait(timeout=plan.timeout_s)
@@ -116,8 +122,7 @@ def _execute(plan: Plan, staging: Path, executed: Path, log_output: bool) -> Non
             f"notebook {plan.spec.name} ran past its timeout of {plan.timeout_s} s "
             f"(set timeout_s for it in params/{plan.profile}.yaml); partial copy: {executed}"
         ) from None
-    if rc != 0:
-        raise NotebookFailed(_failure_message(plan.spec.name, executed))
+    return rc
 
 
 def run_notebook(plan: Plan, out_dir: Path = FIGURES_DIR, force: bool = False, log_output: bool = True) -> RunResult:
@@ -135,12 +140,11 @@ def run_notebook(plan: Plan, out_dir: Path = FIGURES_DIR, force: bool = False, l
     executed_dir.mkdir(parents=True, exist_ok=True)
     partial = executed_dir / f"{name}.partial.ipynb"
     start = time.perf_counter()
-    try:
-        _execute(plan, staging, partial, log_output)
-    except NotebookFailed:
+    if _execute(plan, staging, partial, log_output) != 0:
+        failed = executed_dir / f"{name}.failed.ipynb"
         if partial.exists():
-            os.replace(partial, executed_dir / f"{name}.failed.ipynb")
-        raise
+            os.replace(partial, failed)
+        raise NotebookFailed(_failure_message(name, failed))
     wall = round(time.perf_counter() - start, 1)
     os.replace(partial, executed_dir / f"{name}.ipynb")
 
@@ -192,7 +196,6 @@ def refresh_notebook(path: Path, log_output: bool = False) -> None:
     cmd = [sys.executable, "-m", "papermill", str(path), str(tmp), "-k", KERNEL, "--cwd", str(path.parent)]
     if log_output:
         cmd.append("--log-output")
-    env = {k: v for k, v in os.environ.items() if k != OUTPUT_DIR_ENV}
-    subprocess.run(cmd, check=True, env={**env, "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0"})
+    subprocess.run(cmd, check=True, env=_kernel_env())
     nb = strip_run_metadata(nbformat.read(tmp, as_version=4))
     atomic.write_text(path, nbformat.writes(nb) + "\n")

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 import pandas as pd
 
 from brorl_lib import atomic
-from brorl_lib.artifacts import check_artifact, record_artifact
+from brorl_lib.artifacts import Saved, check_artifact, record_artifact
 from brorl_lib.paths import output_dir
 
 # Okabe & Ito (2008) colour-blind safe palette, black last.
@@ -73,7 +71,7 @@ def stamp_provenance(fig: mpl.figure.Figure, provenance: str) -> None:
 
 def save_figure(
     fig: mpl.figure.Figure, name: str, *, provenance: str, data: pd.DataFrame, caption: str
-) -> list[Path]:
+) -> Saved:
     """Write ``name``.pdf/.png (fixed metadata: same data, same bytes) and the data as ``name``.csv.
 
     The provenance class is stamped on the figure and recorded with the caption for the manifest.
@@ -85,5 +83,4 @@ def save_figure(
     atomic.write_with(files[0], lambda t: fig.savefig(t, format="pdf", metadata=_PDF_METADATA))
     atomic.write_with(files[1], lambda t: fig.savefig(t, format="png", metadata=_PNG_METADATA))
     atomic.write_text(files[2], data.to_csv(index=False, lineterminator="\n"))
-    record_artifact(name, files, provenance, caption)
-    return files
+    return record_artifact(name, files, provenance, caption)

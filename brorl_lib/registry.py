@@ -16,10 +16,11 @@ class NotebookSpec:
     config: str  # "module:Class" of its NotebookConfig
     data_files: tuple[str, ...] = ()  # glob patterns, relative to the repository root
     timeout_s: int = 1800  # default wall-clock limit for one run; profiles may override
+    directory: Path = NOTEBOOKS_DIR
 
     @property
     def path(self) -> Path:
-        return NOTEBOOKS_DIR / f"{self.name}.ipynb"
+        return self.directory / f"{self.name}.ipynb"
 
     def config_class(self):
         module, _, cls = self.config.partition(":")

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
 from brorl_lib import atomic
-from brorl_lib.artifacts import PROVENANCE, check_artifact, record_artifact
+from brorl_lib.artifacts import PROVENANCE, Saved, check_artifact, record_artifact
 from brorl_lib.paths import output_dir
 
 
 def save_table(
     df: pd.DataFrame, name: str, *, provenance: str, caption: str, float_format: str = "{:.4g}"
-) -> list[Path]:
+) -> Saved:
     """Write ``name``.md, ``name``.tex and ``name``.csv; the caption states the provenance class."""
     check_artifact(name, provenance)
     full_caption = f"{caption} [{PROVENANCE[provenance]}]"
@@ -25,5 +23,4 @@ def save_table(
     latex = shown.to_latex(index=False, caption=full_caption, label=f"tab:{name}", escape=True)
     atomic.write_text(files[1], latex)
     atomic.write_text(files[2], df.to_csv(index=False, lineterminator="\n"))
-    record_artifact(name, files, provenance, caption)
-    return files
+    return record_artifact(name, files, provenance, caption)

@@ -1,0 +1,17 @@
+import os
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+
+@pytest.fixture
+def out_dir(tmp_path, monkeypatch):
+    """Artifacts of save_figure/save_table go to a fresh folder."""
+    folder = tmp_path / "out"
+    monkeypatch.setenv("BRORL_OUTPUT_DIR", str(folder))
+    return folder
+
+
+os.environ.setdefault("PYTHONHASHSEED", "0")

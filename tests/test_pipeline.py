@@ -1,0 +1,143 @@
+"""The papermill pipeline on a tiny real notebook: skip, re-run, failure, manifest, status."""
+
+import json
+from dataclasses import dataclass
+
+import nbformat
+import pandas as pd
+import pytest
+
+from brorl_lib import hashing, manifest, pipeline
+from brorl_lib.config import NotebookConfig
+from brorl_lib.profiles import Plan, load_profile, plan_run
+from brorl_lib.registry import NotebookSpec, get_notebook
+from brorl_lib.validation import check_int
+
+
+@dataclass(frozen=True)
+class TinyConfig(NotebookConfig):
+    x: int
+    fail: bool
+
+    def validate(self):
+        check_int("x", self.x, low=0)
+
+
+TINY_CELLS = [
+    ("x: int = 1  # a number, ≥ 0\nfail: bool = False  # raise after writing the table", ["parameters"]),
+    ("import pandas as pd\nfrom brorl_lib.tables import save_table", []),
+    ('save_table(pd.DataFrame({"x": [x]}), "tiny", provenance="reproduced", caption="tiny")', []),
+    ('if fail:\n    raise RuntimeError("requested failure")', []),
+]
+
+
+@pytest.fixture
+def tiny(tmp_path, monkeypatch):
+    """A one-table notebook, its spec, and a build folder of its own."""
+    nb = nbformat.v4.new_notebook()
+    for src, tags in TINY_CELLS:
+        cell = nbformat.v4.new_code_cell(src)
+        cell.metadata["tags"] = tags
+        nb.cells.append(cell)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    (tmp_path / "nb").mkdir()
+    nbformat.write(nb, tmp_path / "nb" / "tiny.ipynb")
+    lib = tmp_path / "lib.py"
+    lib.write_text("VERSION = 1\n")
+    monkeypatch.setattr(pipeline, "BUILD_DIR", tmp_path / "build")
+    monkeypatch.setattr(pipeline, "STATE_FILE", tmp_path / "build" / "state.json")
+    monkeypatch.setattr(hashing, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr(hashing, "library_files", lambda cells: [lib])
+    spec = NotebookSpec("tiny", "a tiny notebook", f"{__name__}:TinyConfig", directory=tmp_path / "nb", timeout_s=120)
+    return spec, tmp_path / "figures", lib
+
+
+def plan(spec, **params):
+    return Plan(spec, "quick", params, spec.timeout_s)
+
+
+def test_run_skip_rerun_and_failure(tiny):
+    spec, out, lib = tiny
+    first = pipeline.run_notebook(plan(spec, x=1), out, log_output=False)
+    assert first.status == "ran" and first.files == ("tiny.csv", "tiny.md", "tiny.tex")
+    assert pd.read_csv(out / "tiny.csv")["x"].tolist() == [1]
+    entry = manifest.load(out)["artifacts"]["tiny.csv"]
+    assert entry["notebook"] == "tiny" and entry["provenance"] == "reproduced" and entry["parameters"] == {"x": 1}
+    assert (pipeline.BUILD_DIR / "notebooks" / "tiny.ipynb").exists()
+
+    assert pipeline.run_notebook(plan(spec, x=1), out, log_output=False).status == "skipped"
+
+    lib.write_text("VERSION = 2\n")  # a library change re-runs the notebook
+    assert pipeline.run_notebook(plan(spec, x=1), out, log_output=False).status == "ran"
+    assert pipeline.run_notebook(plan(spec, x=1), out, log_output=False).status == "skipped"
+
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(pipeline.NotebookFailed) as err:
+        pipeline.run_notebook(plan(spec, x=7, fail=True), out, log_output=False)
+    message = str(err.value)
+    assert "notebook tiny failed in code cell 4" in message and "RuntimeError: requested failure" in message
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # old artifacts and manifest intact
+    assert (pipeline.BUILD_DIR / "notebooks" / "tiny.failed.ipynb").exists()
+
+
+def test_timeout_kills_the_run(tiny):
+    spec, out, _ = tiny
+    slow = Plan(spec, "quick", {"x": 1}, timeout_s=1)
+    with pytest.raises(pipeline.NotebookFailed, match="ran past its timeout of 1 s"):
+        pipeline.run_notebook(slow, out, log_output=False)
+    assert not out.exists()
+
+
+def test_library_files_follow_imports():
+    files = {p.name for p in hashing.library_files(["from brorl_lib import theory_report as tr\n%matplotlib inline"])}
+    assert {"theory_report.py", "theory.py", "paper_setup.py", "config.py", "validation.py", "__init__.py"} <= files
+    assert "pipeline.py" not in files and "plotting.py" not in files
+
+
+def test_status_reports_each_kind_of_staleness(tmp_path):
+    spec = get_notebook("01_theory")
+    hashes = hashing.input_hashes(spec, {})
+    (tmp_path / "a.csv").write_text("x\n1\n")
+    (tmp_path / "b.csv").write_text("x\n2\n")
+    entry = {"notebook": "01_theory", "parameters": {}, "input_hash": hashes["input"],
+             "inputs": {k: v for k, v in hashes.items() if k != "input"}}
+    man = {"schema": 1, "artifacts": {
+        "a.csv": {**entry, "sha256": hashing.sha256_file(tmp_path / "a.csv")},
+        "b.csv": {**entry, "sha256": hashing.sha256_file(tmp_path / "b.csv"), "inputs": {**entry["inputs"], "library": "old"}},
+        "c.csv": {**entry, "sha256": "0"},
+    }}
+    manifest.save(tmp_path, man)
+    assert manifest.stale(tmp_path) == [("b.csv", "inputs changed: library"), ("c.csv", "file is missing")]
+    (tmp_path / "a.csv").write_text("x\n3\n")
+    assert ("a.csv", "file was changed after it was made") in manifest.stale(tmp_path)
+
+
+def test_profiles_extend_and_reject_unknown_keys(tmp_path):
+    (tmp_path / "base.yaml").write_text("notebooks:\n  01_theory:\n    timeout_s: 5\n    parameters: {seed: 1, eta: 0.1}\n")
+    (tmp_path / "child.yaml").write_text("extends: base\nnotebooks:\n  01_theory:\n    parameters: {seed: 2}\n")
+    assert load_profile("child", tmp_path) == {"01_theory": {"parameters": {"seed": 2, "eta": 0.1}, "timeout_s": 5}}
+    (tmp_path / "bad.yaml").write_text("notebooks:\n  01_theory:\n    params: {}\n")
+    with pytest.raises(ValueError, match="unknown keys"):
+        load_profile("bad", tmp_path)
+    (tmp_path / "other.yaml").write_text("notebooks:\n  99_nothing: {}\n")
+    with pytest.raises(ValueError, match="unknown notebook '99_nothing'"):
+        load_profile("other", tmp_path)
+    with pytest.raises(ValueError, match="unknown profile 'nope'"):
+        load_profile("nope", tmp_path)
+
+
+def test_plan_rejects_unknown_and_bad_parameters():
+    spec = get_notebook("01_theory")
+    with pytest.raises(ValueError, match="has no parameter 'n_rollout'"):
+        plan_run(spec, "quick", {"n_rollout": 4})
+    with pytest.raises(ValueError, match="n_instances=0 is out of range"):
+        plan_run(spec, "quick", {"n_instances": 0})
+    ok = plan_run(spec, "paper", {"seed": 3})
+    assert ok.parameters["seed"] == 3 and ok.parameters["n_instances"] == 3000 and ok.timeout_s == 900
+
+
+def test_state_file_is_json(tiny):
+    spec, out, _ = tiny
+    pipeline.run_notebook(plan(spec, x=2), out, log_output=False)
+    state = json.loads(pipeline.STATE_FILE.read_text())
+    assert list(state) == [f"{out.resolve()}::tiny"]
