@@ -25,7 +25,7 @@ class MassBalance:
     """Every quantity of Theorem 1 for one sampled batch (paper-notes §1.1)."""
 
     q_pos: float  # total correct mass
-    q_neg: float  # total incorrect mass, 1 - q_pos
+    q_neg: float  # total incorrect mass (1 - q_pos, summed directly so it is never negative)
     p_pos: float  # mass of sampled correct tokens (set A)
     p_neg: float  # mass of sampled incorrect tokens (set B)
     a2: float  # sum of p^2 over A
@@ -75,7 +75,7 @@ def mass_balance(
     p_pos, p_neg = float(p[a].sum()), float(p[b].sum())
     return MassBalance(
         q_pos=q_pos,
-        q_neg=1.0 - q_pos,
+        q_neg=float(p[~correct].sum()),
         p_pos=p_pos,
         p_neg=p_neg,
         a2=float(p2[a].sum()),
@@ -124,6 +124,16 @@ def delta_q_first_order(p: np.ndarray, correct: np.ndarray, dz: np.ndarray) -> f
     """sum_j dQ_pos/dz_j * dz_j, with dQ_pos/dz_j = p_j (1[j correct] - Q_pos)."""
     q_pos = p[correct].sum()
     return float(np.dot(p * (correct - q_pos), dz))
+
+
+def rounding_scale(terms: dict[str, float], p: np.ndarray, correct: np.ndarray, dz: np.ndarray) -> float:
+    """Size of what is summed on both sides before cancelling: sum |term| + sum_j p_j |dz_j| (1[j correct] + Q_pos).
+
+    Relative errors are taken against it, so rounding stays visible as ~1e-16 even where the
+    exact result is 0 (e.g. every token correct).
+    """
+    q_pos = p[correct].sum()
+    return float(sum(abs(t) for t in terms.values()) + np.dot(np.abs(p * dz), correct + q_pos)) or 1.0
 
 
 def delta_q_exact(p: np.ndarray, correct: np.ndarray, dz: np.ndarray) -> float:
@@ -215,13 +225,13 @@ def random_instance(
 def check_instance(inst: Instance, eta: float) -> dict[str, float]:
     """Theorem 1 against the first-order change and the exact softmax change for one instance.
 
-    Errors are relative to the size of the terms, sum |term|, so they stay meaningful when the
-    terms cancel. ``rel_err_identities`` is the worse of the two proof identities.
+    Errors are relative to ``rounding_scale``, so they stay meaningful when the terms cancel.
+    ``rel_err_identities`` is the worse of the two proof identities.
     """
     mb = mass_balance(inst.p, inst.correct, inst.sampled, inst.r_c, inst.r_w)
     terms = theorem1_terms(mb, inst.r_c, inst.r_w, eta, inst.n)
-    scale = sum(abs(t) for t in terms.values()) or 1.0
     dz = logit_update(inst.p, inst.correct, inst.sampled, inst.r_c, inst.r_w, eta, inst.n)
+    scale = rounding_scale(terms, inst.p, inst.correct, dz)
     closed = float(sum(terms.values()))
     first = delta_q_first_order(inst.p, inst.correct, dz)
     exact = delta_q_exact(inst.p, inst.correct, dz)

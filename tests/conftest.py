@@ -2,8 +2,11 @@ import os
 
 import matplotlib
 import pytest
+from hypothesis import settings
 
 matplotlib.use("Agg")
+settings.register_profile("deterministic", derandomize=True, print_blob=True)
+settings.load_profile("deterministic")  # the same examples on every run and machine
 
 
 @pytest.fixture

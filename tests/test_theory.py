@@ -50,8 +50,9 @@ def batches(draw):
     z = np.array(draw(st.lists(st.floats(-6, 6), min_size=v, max_size=v)))
     correct = np.array(draw(st.lists(st.booleans(), min_size=v, max_size=v)))
     sampled = np.array(draw(st.lists(st.booleans(), min_size=v, max_size=v)))
-    r_c = draw(st.floats(0, 3))
-    r_w = draw(st.floats(-3, 0))
+    # rewards are 0 or of ordinary size: subnormal floats have no relative precision to test
+    r_c = draw(st.one_of(st.just(0.0), st.floats(1e-6, 3)))
+    r_w = -draw(st.one_of(st.just(0.0), st.floats(1e-6, 3)))
     n = draw(st.integers(1, 1000))
     eta = draw(st.floats(1e-6, 1.0))
     return theory.softmax(z), correct, sampled, r_c, r_w, n, eta
@@ -63,11 +64,12 @@ def test_theorem1_equals_first_order_change(batch):
     p, correct, sampled, r_c, r_w, n, eta = batch
     mb = theory.mass_balance(p, correct, sampled, r_c, r_w)
     terms = theory.theorem1_terms(mb, r_c, r_w, eta, n)
-    scale = sum(abs(t) for t in terms.values()) + 1e-300
     dz = theory.logit_update(p, correct, sampled, r_c, r_w, eta, n)
+    scale = theory.rounding_scale(terms, p, correct, dz)
     first = theory.delta_q_first_order(p, correct, dz)
-    assert abs(sum(terms.values()) - first) <= 1e-12 * scale + 1e-300
-    assert terms["sampled_correct"] >= 0 and terms["sampled_incorrect"] >= 0
+    assert abs(sum(terms.values()) - first) <= 1e-12 * scale
+    # non-negative in exact arithmetic; allow rounding of the sums (S_R may exceed R_c by an ulp)
+    assert min(terms["sampled_correct"], terms["sampled_incorrect"]) >= -1e-15 * scale
     ids = theory.proof_identities(p, correct, sampled, r_c, r_w, eta, n)
     assert ids["all_lhs"] == pytest.approx(ids["all_rhs"], rel=1e-10, abs=1e-12 * scale)
     assert ids["correct_lhs"] == pytest.approx(ids["correct_rhs"], rel=1e-10, abs=1e-12 * scale)
