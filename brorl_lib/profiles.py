@@ -87,7 +87,10 @@ def plan_run(spec: NotebookSpec, profile: str, overrides: dict[str, object] | No
             f"notebook {spec.name} has no parameter {', '.join(map(repr, unknown))}; "
             f"its parameters are: {', '.join(defaults)}"
         )
-    spec.config_class()(**{**defaults, **params})  # ValueError names the bad parameter
+    try:
+        spec.config_class()(**{**defaults, **params})  # ValueError names the bad parameter
+    except TypeError as err:  # a parameters-cell line papermill could not read, or a stale config class
+        raise ValueError(f"notebook {spec.name}: parameters cell and {spec.config} disagree: {err}") from None
     return Plan(spec, profile, params, int(entry["timeout_s"] or spec.timeout_s))
 
 

@@ -34,6 +34,12 @@ NOTEBOOKS: tuple[NotebookSpec, ...] = (
         config="brorl_lib.theory_report:TheoryConfig",
         timeout_s=900,
     ),
+    NotebookSpec(
+        name="02_simulator",
+        title="Figure 3 at paper scale, the N sweep, the unstated choices, Theorem 1 per step",
+        config="brorl_lib.simulator_report:SimulatorConfig",
+        timeout_s=1800,
+    ),
 )
 
 

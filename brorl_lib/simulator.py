@@ -188,6 +188,14 @@ def softmax_and_cdf(z: torch.Tensor, p: torch.Tensor, cdf: torch.Tensor) -> None
     p.div_(cdf[:, -1:])
 
 
+def exact_delta_q(p: torch.Tensor, correct: torch.Tensor, dz: torch.Tensor) -> torch.Tensor:
+    """Exact change of the correct mass after z -> z + dz, row-wise, without cancellation
+    (as theory.delta_q_exact): sum_{i in P} p_i (expm1(dz_i) - E) / (1 + E), E = sum_j p_j expm1(dz_j)."""
+    em1 = torch.expm1(dz)
+    e = (p * em1).sum(1, keepdim=True)
+    return (p * (em1 - e) * correct).sum(1) / (1.0 + e.squeeze(1))
+
+
 def theorem1_prediction(
     p: torch.Tensor, correct: torch.Tensor, counts: torch.Tensor, lr: float, n: torch.Tensor
 ) -> torch.Tensor:
@@ -236,6 +244,7 @@ def simulate_batch(
         record = torch.empty(settings.steps + 1, 3, rows, dtype=dt, device=dev)
         record[0] = torch.stack([pc0.sum(1), torch.zeros_like(worst), worst])
         theory_rec = torch.empty(settings.steps + 1, 2, rows, dtype=dt, device=dev) if settings.track_theory else None
+        z_prev = z.detach().clone() if settings.track_theory else None
         for t in tqdm(range(1, settings.steps + 1), desc=f"simulating {rows} runs", disable=not progress, mininterval=1):
             draws = draw_tokens(cdf, rollouts, generators)
             counts = None
@@ -248,15 +257,15 @@ def simulate_batch(
                 z -= settings.lr * surrogate_gradient(p, counts, rewards, n, centred=False, distinct=True)
             if settings.anchor_frozen:
                 z[:, 0] = z0[0, 0]
-            if theory_rec is not None:
+            if theory_rec is not None:  # from the logit change: Q_t+1 - Q_t would drown in rounding
+                theory_rec[t, 0] = exact_delta_q(p, correct, z.detach() - z_prev)
                 theory_rec[t, 1] = theorem1_prediction(p, correct, counts, settings.lr, n)
+                z_prev.copy_(z)
             softmax_and_cdf(z, p, cdf)
             delta = p.gather(1, cidx) - pc0
             step_worst = delta.min(1).values.clamp(max=0.0)
             worst = torch.minimum(worst, step_worst) if settings.worst_drop == "running" else step_worst
             record[t] = torch.stack([(delta + pc0).sum(1), (delta > 0).to(dt).mean(1) * 100.0, worst])
-            if theory_rec is not None:
-                theory_rec[t, 0] = record[t, 0] - record[t - 1, 0]
     rec = record.cpu().numpy()
     for i, k in enumerate(METRICS):
         out[k] = rec[:, i, :]

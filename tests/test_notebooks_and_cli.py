@@ -5,6 +5,7 @@ import re
 import nbformat
 import papermill
 import pytest
+import torch
 
 from brorl_lib.cli import main
 from brorl_lib.profiles import available_profiles, plan_run
@@ -31,6 +32,10 @@ def test_notebook_house_rules(spec):
 @pytest.mark.parametrize("profile", available_profiles())
 def test_every_profile_plans_every_notebook(profile):
     for spec in NOTEBOOKS:
+        if profile == "gpu" and spec.name == "02_simulator" and not torch.cuda.is_available():
+            with pytest.raises(ValueError, match="device='cuda' is not allowed here"):
+                plan_run(spec, profile)
+            continue
         plan = plan_run(spec, profile)
         assert plan.timeout_s > 0
 
