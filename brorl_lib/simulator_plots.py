@@ -19,6 +19,15 @@ def _colours(ns) -> dict[int, str]:
     return {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(sorted(ns))}
 
 
+def _log_or_symlog(set_scale, values: pd.Series) -> None:
+    """Log scale when every value is positive, else symlog with its linear band at the small values."""
+    if (values > 0).all():
+        set_scale("log")
+        return
+    nonzero = np.abs(values[values != 0])
+    set_scale("symlog", linthresh=float(np.percentile(nonzero, 5)) if len(nonzero) else 1.0, linscale=0.5)
+
+
 def figure3(runs: pd.DataFrame) -> plt.Figure:
     """Figure 3: three panels, one line per N (mean over seeds) with a min-max band."""
     fig, axes = new_figure("full", aspect=0.3, ncols=3)
@@ -69,10 +78,8 @@ def theorem1_per_step(runs: pd.DataFrame, agreement: pd.DataFrame) -> plt.Figure
         g = runs[runs["update_rule"] == rule]
         for n, h in g.groupby("N"):
             ax.scatter(h["delta_q_theorem"], h["delta_q_measured"], s=4, color=colours[n], label=f"N={n}", alpha=0.7, lw=0)
-        ax.set_xscale("symlog", linthresh=float(np.nanmin(np.abs(g["delta_q_theorem"][g["delta_q_theorem"] != 0]))))
-        ax.set_yscale("symlog", linthresh=float(np.nanmin(np.abs(g["delta_q_measured"][g["delta_q_measured"] != 0]))))
-        ax.axhline(0, color="0.3", lw=0.5)
-        ax.axvline(0, color="0.3", lw=0.5)
+        _log_or_symlog(ax.set_xscale, g["delta_q_theorem"])
+        _log_or_symlog(ax.set_yscale, g["delta_q_measured"])
         ax.set_xlabel(r"Theorem 1 prediction of $\Delta Q_{pos}$")
         ax.set_ylabel(r"measured $\Delta Q_{pos}$")
         ax.set_title("plain gradient step (Theorem 1's rule)" if rule == "theorem" else "paper's rule (centred, AdamW)", loc="left")

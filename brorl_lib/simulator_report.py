@@ -114,21 +114,34 @@ def sweep_runs(cfg: SimulatorConfig) -> pd.DataFrame:
     return simulate(cfg.settings(steps=cfg.sweep_steps), cfg.sweep_rollouts, cfg.sweep_seeds)
 
 
-def smallest_n_without_drop(summary: pd.DataFrame, column: str = "worst_drop_over_run_min") -> int | None:
-    """Smallest N from which on no correct token ever lost probability, in any seed (None if none)."""
-    ok = summary.sort_values("N")[column] >= 0
+def _first_n_from_which(ns: np.ndarray, ok: np.ndarray) -> int | None:
+    """Smallest ns[i] such that ok[i:] all hold (None if not even the last one)."""
     for i in range(len(ok)):
-        if ok.iloc[i:].all():
-            return int(summary.sort_values("N")["N"].iloc[i])
+        if ok[i:].all():
+            return int(ns[i])
     return None
 
 
-def shape_in_log_n(summary: pd.DataFrame, column: str = "correct_mass_mean") -> dict[str, bool]:
-    """Is the final value increasing in N, and concave in log N (paper Appendix A: "monotonic but concave")?"""
+def smallest_n_without_drop(summary: pd.DataFrame, column: str = "worst_drop_over_run_min") -> int | None:
+    """Smallest N from which on no correct token lost probability, in any seed (None if none).
+
+    ``worst_drop_over_run_min``: at no step of the run; ``worst_drop_min``: at the last step.
+    """
     s = summary.sort_values("N")
-    x, y = np.log(s["N"].to_numpy(float)), s[column].to_numpy()
-    slopes = np.diff(y) / np.diff(x)
-    return {"increasing": bool((np.diff(y) > 0).all()), "concave_in_log_n": bool((np.diff(slopes) <= 0).all())}
+    return _first_n_from_which(s["N"].to_numpy(), (s[column] >= 0).to_numpy())
+
+
+def shape_in_log_n(summary: pd.DataFrame, column: str = "correct_mass_mean") -> dict[str, int | None]:
+    """From which N on the final value increases with N, and is concave in log N (None: nowhere).
+
+    The paper (Appendix A) reads its simulator's gains as "monotonic but concave" in N.
+    """
+    s = summary.sort_values("N")
+    ns, y = s["N"].to_numpy(), s[column].to_numpy()
+    slopes = np.diff(y) / np.diff(np.log(ns.astype(float)))
+    increasing = np.append(slopes > 0, True)  # point i: the curve rises from N_i to N_i+1
+    concave = np.append(np.diff(slopes) <= 0, [True, True])  # point i: slope falls from i..i+1 to i+1..i+2
+    return {"increasing_from": _first_n_from_which(ns, increasing), "concave_from": _first_n_from_which(ns, concave)}
 
 
 # Update rules compared with Theorem 1 step by step: label -> settings overrides.

@@ -52,5 +52,7 @@ def test_smallest_n_without_drop_and_shape():
                             "correct_mass_mean": [0.60, 0.62, 0.63, 0.635]})
     assert sr.smallest_n_without_drop(summary) == 128  # 8 has no drop, but 32 does again
     assert sr.smallest_n_without_drop(summary.assign(worst_drop_over_run_min=-1.0)) is None
-    assert sr.shape_in_log_n(summary) == {"increasing": True, "concave_in_log_n": True}
-    assert sr.shape_in_log_n(summary.assign(correct_mass_mean=[0.6, 0.59, 0.63, 0.64]))["increasing"] is False
+    assert sr.smallest_n_without_drop(summary.assign(worst_drop_min=[-1.0, 0.0, 0.0, 0.0]), "worst_drop_min") == 8
+    assert sr.shape_in_log_n(summary) == {"increasing_from": 2, "concave_from": 2}
+    dip = summary.assign(correct_mass_mean=[0.61, 0.60, 0.62, 0.625])  # falls, rises fast, then slower
+    assert sr.shape_in_log_n(dip) == {"increasing_from": 8, "concave_from": 8}
