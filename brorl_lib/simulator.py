@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from brorl_lib import paper_setup
+from brorl_lib import paper_setup, theory
 from brorl_lib.validation import check_choice, check_int, check_int_list, check_positive, check_range, check_type
 
 UPDATE_RULES = ("paper", "theorem")
@@ -181,11 +181,15 @@ def draws_gradient(
 
 
 def softmax_and_cdf(z: torch.Tensor, p: torch.Tensor, cdf: torch.Tensor) -> None:
-    """p = softmax(z) row-wise and cdf = its unnormalised cumulative sum, into preallocated buffers."""
+    """p = softmax(z) row-wise and cdf = its unnormalised cumulative sum, into preallocated buffers.
+
+    The CDF is float64 whatever p's dtype: in float32 the steps near 1 would be coarser than the
+    smallest token probabilities (about 3e-6 here), biasing which tokens get drawn.
+    """
     torch.sub(z, z.amax(1, keepdim=True), out=p)
     p.exp_()
-    torch.cumsum(p, 1, out=cdf)
-    p.div_(cdf[:, -1:])
+    torch.cumsum(p, 1, dtype=torch.float64, out=cdf)
+    p.div_(cdf[:, -1:].to(p.dtype))
 
 
 def exact_delta_q(p: torch.Tensor, correct: torch.Tensor, dz: torch.Tensor) -> torch.Tensor:
@@ -199,17 +203,18 @@ def exact_delta_q(p: torch.Tensor, correct: torch.Tensor, dz: torch.Tensor) -> t
 def theorem1_prediction(
     p: torch.Tensor, correct: torch.Tensor, counts: torch.Tensor, lr: float, n: torch.Tensor
 ) -> torch.Tensor:
-    """Theorem 1's dQ_pos for each row's batch (R_c = +1, R_w = -1), as in theory.theorem1_terms."""
+    """Theorem 1's dQ_pos for each row's batch (R_c = +1, R_w = -1), via theory.theorem1_terms on tensors."""
     sampled = counts > 0
     p2 = p * p
-    q_pos = (p * correct).sum(1)
-    q_neg = 1.0 - q_pos
     a, b = correct & sampled, ~correct & sampled
-    s_r = (p * a).sum(1) - (p * b).sum(1)
-    a2, b2 = (p2 * a).sum(1), (p2 * b).sum(1)
-    u_pos2, u_neg2 = (p2 * (correct & ~sampled)).sum(1), (p2 * (~correct & ~sampled)).sum(1)
-    terms = (1 - s_r) * q_neg * a2 + (s_r + 1) * q_pos * b2 + s_r * (q_pos * u_neg2 - q_neg * u_pos2)
-    return lr / n.squeeze(1) * terms
+    q_pos, p_pos, p_neg = (p * correct).sum(1), (p * a).sum(1), (p * b).sum(1)
+    mb = theory.MassBalance(
+        q_pos=q_pos, q_neg=(p * ~correct).sum(1), p_pos=p_pos, p_neg=p_neg,
+        a2=(p2 * a).sum(1), b2=(p2 * b).sum(1),
+        u_pos2=(p2 * (correct & ~sampled)).sum(1), u_neg2=(p2 * (~correct & ~sampled)).sum(1),
+        s_r=p_pos - p_neg,
+    )
+    return sum(theory.theorem1_terms(mb, 1.0, -1.0, lr, n.squeeze(1)).values())
 
 
 def simulate_batch(
@@ -237,7 +242,8 @@ def simulate_batch(
     if settings.track_theory:
         out.update({k: np.full((settings.steps + 1, rows), np.nan) for k in THEORY_METRICS})
     with torch.no_grad():
-        p, cdf, grad = (torch.empty_like(z, requires_grad=False) for _ in range(3))
+        p, grad = (torch.empty_like(z, requires_grad=False) for _ in range(2))
+        cdf = torch.empty(z.shape, dtype=torch.float64, device=dev)
         softmax_and_cdf(z, p, cdf)
         pc0 = p.gather(1, cidx)
         worst = torch.zeros(rows, dtype=dt, device=dev)
