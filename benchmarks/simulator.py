@@ -3,7 +3,7 @@
 Prints steps/s per N for both, measured in the same run, the speed-up, and the wall time of the full
 Figure 3 batch (5 values of N x 3 seeds x 1000 steps). Usage:
 
-    .venv/bin/python benchmarks/simulator.py [--steps 100] [--dtype float32] [--device cpu]
+    .venv/bin/python benchmarks/simulator.py [--steps 100] [--dtype float64] [--device cpu]
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def timed(fn) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=100, help="steps timed per N (default 100)")
-    ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    ap.add_argument("--dtype", default="float64", choices=["float32", "float64"])
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = ap.parse_args()
     settings = SimSettings(steps=args.steps, dtype=args.dtype, device=args.device)
