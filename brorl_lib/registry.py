@@ -40,6 +40,13 @@ NOTEBOOKS: tuple[NotebookSpec, ...] = (
         config="brorl_lib.simulator_report:SimulatorConfig",
         timeout_s=1800,
     ),
+    NotebookSpec(
+        name="03_paper_tables",
+        title="Tables 1-5 and Figure 1 from reported numbers; models of Table 2; the t-test",
+        config="brorl_lib.paper_report:PaperTablesConfig",
+        data_files=("data/paper/*",),
+        timeout_s=600,
+    ),
 )
 
 

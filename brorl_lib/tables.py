@@ -12,14 +12,19 @@ from brorl_lib.paths import output_dir
 def save_table(
     df: pd.DataFrame, name: str, *, provenance: str, caption: str, float_format: str = "{:.4g}"
 ) -> Saved:
-    """Write ``name``.md, ``name``.tex and ``name``.csv; the caption states the provenance class."""
+    """Write ``name``.md, ``name``.tex and ``name``.csv; the caption states the provenance class.
+
+    Markdown and LaTeX show floats with ``float_format`` and a missing value as "-" (as the paper
+    does); the CSV keeps full precision and empty cells.
+    """
     check_artifact(name, provenance)
     full_caption = f"{caption} [{PROVENANCE[provenance]}]"
     fmt = float_format.format
-    shown = df.apply(lambda col: col.map(fmt) if pd.api.types.is_float_dtype(col) else col)
+    shown = df.apply(lambda col: col.map(lambda v: "-" if pd.isna(v) else fmt(v)) if pd.api.types.is_float_dtype(col)
+                     else col.map(lambda v: "-" if pd.isna(v) else v))
     out = output_dir()
     files = [out / f"{name}.md", out / f"{name}.tex", out / f"{name}.csv"]
-    atomic.write_text(files[0], f"**{full_caption}**\n\n{shown.to_markdown(index=False)}\n")
+    atomic.write_text(files[0], f"**{full_caption}**\n\n{shown.to_markdown(index=False, disable_numparse=True)}\n")
     latex = shown.to_latex(index=False, caption=full_caption, label=f"tab:{name}", escape=True)
     atomic.write_text(files[1], latex)
     atomic.write_text(files[2], df.to_csv(index=False, lineterminator="\n"))

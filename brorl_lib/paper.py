@@ -1,0 +1,147 @@
+"""The paper's reported numbers (data/paper/) as DataFrames, checked, and what follows from them."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pandas as pd
+
+from brorl_lib.paths import REPO_ROOT
+
+DATA_DIR = REPO_ROOT / "data" / "paper"
+ID_COLUMNS = ["method", "n_rollouts", "prompts_per_step", "steps"]
+MATH_COLUMNS = ["aime24", "aime25", "amc", "math", "minerva", "olympiad_bench"]
+CODE_COLUMNS = ["apps", "codecontests", "codeforces", "taco"]
+RG_COLUMNS = ["algebra", "algorithmic", "arc", "arithmetic", "code", "cognition", "games", "geometry", "graphs",
+              "induction", "logic"]
+
+# Expected columns and their kinds: "str" as printed, "int", "float". Order matters.
+SCHEMAS: dict[str, dict[str, str]] = {
+    "table1_efficiency": {"method": "str", "n_rollouts": "int", "prompts_per_step": "int",
+                          "steps": "str", "samples_k": "str", "time_h": "float", "math_score": "float",
+                          "code_score": "float", "reasoning_gym_score": "float"},
+    "table2_efficiency": {"method": "str", "n_rollouts": "int", "dynamic_sampling_pass_rate_pct": "float",
+                          "generation_throughput_samples_per_s": "float"},
+    "table3_math": {"method": "str", "n_rollouts": "int", "prompts_per_step": "int", "steps": "str",
+                    **dict.fromkeys(MATH_COLUMNS, "float"), "math_avg": "float"},
+    "table4_code": {"method": "str", "n_rollouts": "int", "prompts_per_step": "int", "steps": "str",
+                    **dict.fromkeys(CODE_COLUMNS, "float"), "code_avg": "float"},
+    "table5_reasoning_gym": {"method": "str", "n_rollouts": "int", "prompts_per_step": "int", "steps": "str",
+                             **dict.fromkeys(RG_COLUMNS, "float"), "rg_avg": "float"},
+    "ttest": {"statistic": "str", "value": "float", "note": "str"},
+    "figure4_tasks": {"task": "str", "row": "int", "pattern": "str", "source": "str"},
+}
+BASELINE_STEPS = 3000  # the ProRLv2 checkpoint both arms continue from (paper §4.2.1)
+
+
+def verify_checksums(data_dir=DATA_DIR) -> None:
+    """Every file listed in SHA256SUMS has its recorded checksum; raise naming the files that do not."""
+    bad = []
+    for line in (data_dir / "SHA256SUMS").read_text().splitlines():
+        digest, name = line.split(maxsplit=1)
+        path = data_dir / name
+        if not path.exists() or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+            bad.append(name)
+    if bad:
+        raise ValueError(f"data/paper: {bad} differ from SHA256SUMS; these files must hold the paper's numbers as printed")
+
+
+def load(name: str, data_dir=DATA_DIR) -> pd.DataFrame:
+    """One table, with its columns and types checked against SCHEMAS."""
+    if name not in SCHEMAS:
+        raise ValueError(f"unknown table {name!r}; available: {sorted(SCHEMAS)}")
+    schema = SCHEMAS[name]
+    df = pd.read_csv(data_dir / f"{name}.csv", dtype=str, keep_default_na=False)
+    missing = [c for c in schema if c not in df.columns]
+    extra = [c for c in df.columns if c not in schema]
+    if missing or extra:
+        raise ValueError(f"{name}.csv: missing columns {missing}, unexpected columns {extra}")
+    for col, kind in schema.items():
+        if kind == "str":
+            continue
+        values = pd.to_numeric(df[col].replace("", np.nan), errors="coerce")
+        if values[df[col] != ""].isna().any():
+            raise ValueError(f"{name}.csv: column {col} must hold numbers, found {df[col].tolist()}")
+        df[col] = values.astype("Int64") if kind == "int" else values.astype(float)
+    return df[list(schema)]
+
+
+def steps_added(printed: pd.Series) -> pd.Series:
+    """RL steps on top of the baseline: "+225" -> 225, the baseline's "3000" -> 0."""
+    return printed.map(lambda s: int(s[1:]) if s.startswith("+") else int(s) - BASELINE_STEPS)
+
+
+def samples_added(printed: pd.Series) -> pd.Series:
+    """Samples on top of the baseline, as a number of samples ("+4390" thousand -> 4,390,000; "" -> 0)."""
+    return printed.map(lambda s: int(s.lstrip("+")) * 1000 if s else 0)
+
+
+def domain_average_checks() -> pd.DataFrame:
+    """Math and Code averages recomputed from their columns, and the Reasoning Gym gap, per row."""
+    math, code, rg = load("table3_math"), load("table4_code"), load("table5_reasoning_gym")
+    out = math[ID_COLUMNS].copy()
+    out["math_reported"] = math["math_avg"]
+    out["math_recomputed"] = math[MATH_COLUMNS].mean(axis=1)
+    out["code_reported"] = code["code_avg"]
+    out["code_recomputed"] = code[CODE_COLUMNS].mean(axis=1)
+    out["rg_reported"] = rg["rg_avg"]
+    out["rg_category_mean"] = rg[RG_COLUMNS].mean(axis=1)
+    out["rg_gap"] = out["rg_category_mean"] - out["rg_reported"]
+    return out
+
+
+def sample_accounting() -> pd.DataFrame:
+    """Table 1 per arm: samples per step before filtering, the kept fraction it implies, steps/h, samples/s."""
+    t1 = load("table1_efficiency")
+    t1 = t1[t1["method"] != "Baseline"].copy()
+    t1["steps_added"] = steps_added(t1["steps"])
+    t1["samples_added"] = samples_added(t1["samples_k"])
+    t1["samples_per_step"] = t1["samples_added"] / t1["steps_added"]
+    t1["kept_per_step"] = t1["n_rollouts"] * t1["prompts_per_step"]
+    t1["implied_pass_rate"] = t1["kept_per_step"] / t1["samples_per_step"]
+    t1["steps_per_hour"] = t1["steps_added"] / t1["time_h"]
+    t1["samples_per_s"] = t1["samples_added"] / (t1["time_h"] * 3600)
+    cols = ["method", "steps", "time_h", "samples_per_step", "kept_per_step", "implied_pass_rate", "steps_per_hour",
+            "samples_per_s"]
+    return t1[cols].reset_index(drop=True)
+
+
+def samples_model(pass_rates: dict[str, float]) -> pd.DataFrame:
+    """Table 1's Samples column against steps x prompts x N / pass rate (Table 2's rate per arm)."""
+    t1 = load("table1_efficiency")
+    t1 = t1[t1["method"] != "Baseline"].copy()
+    model = steps_added(t1["steps"]) * t1["prompts_per_step"] * t1["n_rollouts"] / t1["method"].map(pass_rates)
+    return pd.DataFrame({
+        "method": t1["method"], "steps": t1["steps"], "samples_reported": samples_added(t1["samples_k"]),
+        "samples_model": model.round(), "ratio": samples_added(t1["samples_k"]) / model,
+    }).reset_index(drop=True)
+
+
+def table2_pass_rates() -> dict[int, float]:
+    """N -> dynamic-sampling pass rate (a fraction) from Table 2."""
+    t2 = load("table2_efficiency")
+    return dict(zip(t2["n_rollouts"].astype(int), t2["dynamic_sampling_pass_rate_pct"] / 100.0))
+
+
+def side_by_side(reported: pd.DataFrame, reproduced: pd.DataFrame | None, keys: list[str]) -> pd.DataFrame:
+    """One row per key; each value column as ``col (reported)`` and, where given, ``col (reproduced)``.
+
+    ``reproduced`` holds the same key columns and any subset of the value columns; its rows join the
+    reported ones on ``keys`` (rows only in ``reproduced`` are kept too, with no reported value).
+    """
+    missing = [k for k in keys if k not in reported.columns or (reproduced is not None and k not in reproduced.columns)]
+    if missing:
+        raise ValueError(f"side_by_side: key columns {missing} missing")
+    values = [c for c in reported.columns if c not in keys]
+    left = reported.rename(columns={c: f"{c} (reported)" for c in values})
+    if reproduced is None:
+        return left
+    unknown = [c for c in reproduced.columns if c not in keys and c not in values]
+    if unknown:
+        raise ValueError(f"side_by_side: reproduced columns {unknown} are not in the reported table")
+    right = reproduced.rename(columns={c: f"{c} (reproduced)" for c in reproduced.columns if c not in keys})
+    merged = left.merge(right, on=keys, how="outer", sort=False)
+    order = keys + [f"{c} ({kind})" for c in values for kind in ("reported", "reproduced")
+                    if f"{c} ({kind})" in merged.columns]
+    return merged[order]

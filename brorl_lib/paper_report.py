@@ -1,0 +1,128 @@
+"""The computations behind notebooks/03_paper_tables.ipynb."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from brorl_lib import dynamic_sampling as ds
+from brorl_lib import paper, roofline
+from brorl_lib.config import NotebookConfig
+from brorl_lib.validation import check_int, check_positive, check_range
+
+# Column headers as printed in the paper.
+HEADERS = {
+    "method": "Method", "n_rollouts": "N", "prompts_per_step": "B", "steps": "Steps", "samples_k": "Samples (k)",
+    "time_h": "Time (h)", "math_score": "Math Score", "code_score": "Code Score",
+    "reasoning_gym_score": "Reasoning Gym Score", "dynamic_sampling_pass_rate_pct": "Dynamic Sampling Pass Rate (%)",
+    "generation_throughput_samples_per_s": "Generation Throughput (samples/s)", "aime24": "AIME24", "aime25": "AIME25",
+    "amc": "AMC", "math": "Math", "minerva": "Minerva", "olympiad_bench": "Olympiad Bench", "math_avg": "Math Avg.",
+    "apps": "apps", "codecontests": "codecontests", "codeforces": "codeforces", "taco": "taco", "code_avg": "Code Avg.",
+    "rg_avg": "Avg.",
+}
+TABLES = {
+    "table1_efficiency": "Table 1: efficiency and performance (Samples and Time on top of the 3000-step baseline)",
+    "table2_efficiency": "Table 2: algorithmic and hardware efficiency",
+    "table3_math": "Table 3: math pass@1",
+    "table4_code": "Table 4: code pass@1",
+    "table5_reasoning_gym": "Table 5: Reasoning Gym scores per category",
+}
+ROLLOUT_GRID = np.unique(np.round(np.geomspace(2, 4096, 60)).astype(int))  # N = 1 never keeps anything
+RESPONSE_GRID = np.array([256, 512, 1024, 2048, 4096, 8192, 16384])
+ARMS = (roofline.Arm("ProRL", 16, 512), roofline.Arm("BroRL", 512, 128))
+
+
+@dataclass(frozen=True)
+class PaperTablesConfig(NotebookConfig):
+    prompt_len: int
+    response_len: int
+    gpus: int
+    peak_tflops: float
+    bandwidth_tbs: float
+    memory_gb: float
+    memory_utilization: float
+    max_rollouts: int
+    ttest_pairs: int
+
+    def validate(self) -> None:
+        check_int("prompt_len", self.prompt_len, low=0)
+        check_int("response_len", self.response_len, low=1)
+        check_int("gpus", self.gpus, low=1)
+        check_positive("peak_tflops", self.peak_tflops)
+        check_positive("bandwidth_tbs", self.bandwidth_tbs)
+        check_positive("memory_gb", self.memory_gb)
+        check_range("memory_utilization", self.memory_utilization, low=0.01, high=1.0)
+        check_int("max_rollouts", self.max_rollouts, low=2)
+        check_int("ttest_pairs", self.ttest_pairs, low=2)
+
+    def hardware(self) -> roofline.Hardware:
+        return roofline.Hardware(self.peak_tflops * 1e12, self.bandwidth_tbs * 1e12, self.memory_gb * 1e9,
+                                 self.memory_utilization)
+
+    def arms(self) -> list[roofline.Arm]:
+        return [roofline.Arm(a.name, a.n_rollouts, a.prompts_per_step, self.gpus) for a in ARMS]
+
+
+def paper_layout(name: str) -> pd.DataFrame:
+    """A reported table with the paper's headers (the Reasoning Gym categories keep their names)."""
+    return paper.load(name).rename(columns=HEADERS)
+
+
+def pass_rate_curves(cfg: PaperTablesConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Expected dynamic-sampling pass rate against N under the two fitted models, and the fits."""
+    rates = paper.table2_pass_rates()
+    a, b, miss = ds.fit_beta(rates)
+    share = ds.minimal_degenerate_share(rates)
+    fits = [{"model": "Beta", "a": a, "b": b, "degenerate_share": 0.0, "worst_miss": miss}]
+    if share is not None:
+        a2, b2, miss2 = ds.fit_beta(rates, share)
+        fits.append({"model": "Beta + degenerate share", "a": a2, "b": b2, "degenerate_share": share, "worst_miss": miss2})
+    ns = ROLLOUT_GRID[ROLLOUT_GRID <= cfg.max_rollouts]
+    curves = pd.concat([
+        pd.DataFrame({"model": f["model"], "N": ns,
+                      "pass_rate": ds.expected_pass_rate(f["a"], f["b"], ns, f["degenerate_share"])})
+        for f in fits
+    ], ignore_index=True)
+    curves["wasted_per_kept"] = ds.wasted_per_kept(curves["pass_rate"].clip(lower=1e-12))
+    return curves, pd.DataFrame(fits)
+
+
+def throughput_table(cfg: PaperTablesConfig) -> pd.DataFrame:
+    """Predicted samples/s of both arms and their ratio, over response lengths, with and without prefix sharing."""
+    model, hw = roofline.ModelShape(), cfg.hardware()
+    rows = []
+    for resp in sorted(set(RESPONSE_GRID.tolist()) | {cfg.response_len}):
+        for shared in (False, True):
+            pro, bro = (roofline.arm_throughput(arm, model, hw, cfg.prompt_len, resp, shared) for arm in cfg.arms())
+            rows.append({"response_len": resp, "shared_prefix": shared,
+                         "prorl_concurrency": pro["concurrency_per_gpu"], "brorl_concurrency": bro["concurrency_per_gpu"],
+                         "prorl_intensity": pro["intensity"], "brorl_intensity": bro["intensity"],
+                         "prorl_samples_per_s": pro["samples_per_s"], "brorl_samples_per_s": bro["samples_per_s"],
+                         "ratio": bro["samples_per_s"] / pro["samples_per_s"]})
+    return pd.DataFrame(rows)
+
+
+def roofline_points(cfg: PaperTablesConfig) -> pd.DataFrame:
+    """Where each arm's decode step sits on the roofline at the configured lengths."""
+    model, hw = roofline.ModelShape(), cfg.hardware()
+    rows = []
+    for shared in (False, True):
+        for arm in cfg.arms():
+            r = roofline.arm_throughput(arm, model, hw, cfg.prompt_len, cfg.response_len, shared)
+            rows.append({**r, "achieved_flops": r["flops"] / r["time_s"]})
+    return pd.DataFrame(rows)
+
+
+def figure1_data() -> pd.DataFrame:
+    """Table 1 as (method, hours, domain, score) points, each arm starting from the baseline at 0 h."""
+    t1 = paper.load("table1_efficiency")
+    base = t1[t1["method"] == "Baseline"].iloc[0]
+    rows = []
+    for method in ("ProRL", "BroRL"):
+        arm = pd.concat([base.to_frame().T.assign(method=method, time_h=0.0), t1[t1["method"] == method]])
+        for col, domain in (("math_score", "Math"), ("code_score", "Code"), ("reasoning_gym_score", "Reasoning Gym")):
+            rows += [{"method": method, "hours": float(h), "domain": domain, "score": float(s), "steps": st}
+                     for h, s, st in zip(arm["time_h"], arm[col], arm["steps"])]
+    return pd.DataFrame(rows)
