@@ -29,7 +29,7 @@ TABLES = {
     "table4_code": "Table 4: code pass@1",
     "table5_reasoning_gym": "Table 5: Reasoning Gym scores per category",
 }
-ROLLOUT_GRID = np.unique(np.round(np.geomspace(2, 4096, 60)).astype(int))  # N = 1 never keeps anything
+ROLLOUT_GRID = np.unique(np.round(np.geomspace(1, 4096, 60)).astype(int))
 RESPONSE_GRID = np.array([256, 512, 1024, 2048, 4096, 8192, 16384])
 ARMS = (roofline.Arm("ProRL", 16, 512), roofline.Arm("BroRL", 512, 128))
 
@@ -85,7 +85,9 @@ def pass_rate_curves(cfg: PaperTablesConfig) -> tuple[pd.DataFrame, pd.DataFrame
                       "pass_rate": ds.expected_pass_rate(f["a"], f["b"], ns, f["degenerate_share"])})
         for f in fits
     ], ignore_index=True)
-    curves["wasted_per_kept"] = ds.wasted_per_kept(curves["pass_rate"].clip(lower=1e-12))
+    kept = curves["N"] > 1  # N = 1 never keeps anything (its rate is 0): no wasted-per-kept value
+    curves["wasted_per_kept"] = np.nan
+    curves.loc[kept, "wasted_per_kept"] = ds.wasted_per_kept(curves.loc[kept, "pass_rate"])
     return curves, pd.DataFrame(fits)
 
 
