@@ -10,7 +10,7 @@ from tqdm.auto import tqdm
 
 from brorl_lib import paper_setup, theory
 from brorl_lib.config import NotebookConfig
-from brorl_lib.validation import check_int, check_int_list, check_positive, check_range
+from brorl_lib.validation import check_int, check_int_list, check_positive
 
 # Our choices for the grids of the figures (not from the paper).
 LEMMA2_PROBABILITIES = (0.001, 0.01, 0.1)
