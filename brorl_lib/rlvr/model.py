@@ -1,0 +1,57 @@
+"""The tiny Qwen2-architecture causal LM (transformers), created from a seed and saved in HF format."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+from brorl_lib.validation import check_int
+
+
+@dataclass(frozen=True)
+class TinyModelShape:
+    """Our choice: small enough to train and sample on 2 CPU cores in minutes (about 0.45M parameters)."""
+
+    hidden: int = 128
+    layers: int = 3
+    heads: int = 4
+    kv_heads: int = 2
+    intermediate: int = 256
+    max_positions: int = 128
+
+    def config(self, tokenizer: PreTrainedTokenizerFast) -> Qwen2Config:
+        for name in ("hidden", "layers", "heads", "kv_heads", "intermediate", "max_positions"):
+            check_int(name, getattr(self, name), low=1)
+        if self.hidden % self.heads or self.heads % self.kv_heads:
+            raise ValueError("hidden must be a multiple of heads, and heads a multiple of kv_heads")
+        return Qwen2Config(
+            vocab_size=len(tokenizer), hidden_size=self.hidden, intermediate_size=self.intermediate,
+            num_hidden_layers=self.layers, num_attention_heads=self.heads, num_key_value_heads=self.kv_heads,
+            max_position_embeddings=self.max_positions, tie_word_embeddings=True,
+            bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        )
+
+
+def build_model(shape: TinyModelShape, tokenizer: PreTrainedTokenizerFast, seed: int) -> Qwen2ForCausalLM:
+    """A freshly initialised model; the same seed gives the same weights."""
+    check_int("seed", seed, low=0)
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(shape.config(tokenizer))
+    return model.to(torch.float32)
+
+
+def save(model: Qwen2ForCausalLM, tokenizer: PreTrainedTokenizerFast, path: Path) -> None:
+    """Hugging Face layout (config.json, model.safetensors, tokenizer files): loads in verl or vLLM offline."""
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+
+
+def load(path: Path, device: str = "cpu") -> tuple[Qwen2ForCausalLM, PreTrainedTokenizerFast]:
+    path = Path(path)
+    if not (path / "config.json").is_file():
+        raise ValueError(f"no model at {path}: expected a Hugging Face folder with config.json (a saved warm start)")
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device)
+    return model, PreTrainedTokenizerFast.from_pretrained(path)

@@ -1,0 +1,91 @@
+"""Batched sampling of N rollouts per prompt with a KV cache: each prompt is encoded once and its
+cache is repeated N times, so all rollouts of a prompt share its prefix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerFast
+
+from brorl_lib.validation import check_int, check_positive
+
+
+@dataclass(frozen=True)
+class Rollouts:
+    """N rollouts of each of P prompts, as rows b = p * N + j."""
+
+    prompt_ids: torch.Tensor  # (P*N, Lp) left-padded
+    prompt_mask: torch.Tensor  # (P*N, Lp)
+    response_ids: torch.Tensor  # (P*N, T), pad after the first <eos>
+    response_mask: torch.Tensor  # (P*N, T), 1 up to and including the first <eos>
+    log_probs: torch.Tensor  # (P*N, T) log-prob of each sampled token under the sampling policy
+    group: torch.Tensor  # (P*N,) prompt index
+    texts: list[str]  # decoded responses, without special tokens
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.response_mask.sum())
+
+
+def encode_prompts(tokenizer: PreTrainedTokenizerFast, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-padded ids and attention mask; characters outside the tokenizer's alphabet are an error."""
+    enc = tokenizer(prompts, add_special_tokens=False, padding=True, return_tensors="pt")
+    if (enc["input_ids"] == tokenizer.unk_token_id).any():
+        bad = [p for p in prompts if tokenizer.unk_token_id in tokenizer(p, add_special_tokens=False)["input_ids"]]
+        raise ValueError(f"prompts contain characters the tokenizer does not know: {bad[:3]}")
+    return enc["input_ids"], enc["attention_mask"]
+
+
+def _positions(mask: torch.Tensor) -> torch.Tensor:
+    return (mask.cumsum(-1) - 1).clamp(min=0)
+
+
+@torch.no_grad()
+def generate(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, prompts: list[str], n: int, max_new_tokens: int,
+    temperature: float, generator: torch.Generator, use_cache: bool = True,
+) -> Rollouts:
+    """Sample ``n`` responses per prompt at ``temperature``; ``use_cache=False`` recomputes every step
+    from the full sequence (slow; the reference the cached path must match)."""
+    check_int("n", n, low=1)
+    check_int("max_new_tokens", max_new_tokens, low=1)
+    check_positive("temperature", temperature)
+    device = next(model.parameters()).device
+    ids, mask = (t.to(device) for t in encode_prompts(tokenizer, prompts))
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+    rows = len(prompts) * n
+    prompt_ids, prompt_mask = ids.repeat_interleave(n, 0), mask.repeat_interleave(n, 0)
+    if use_cache:
+        out = model(input_ids=ids, attention_mask=mask, position_ids=_positions(mask), use_cache=True)
+        cache = out.past_key_values
+        cache.batch_repeat_interleave(n)
+        logits = out.logits[:, -1].repeat_interleave(n, 0)
+    else:
+        logits = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=_positions(prompt_mask)).logits[:, -1]
+    full_mask, seq = prompt_mask, prompt_ids
+    finished = torch.zeros(rows, dtype=torch.bool, device=device)
+    tokens, logps = [], []
+    for _ in range(max_new_tokens):
+        logp = torch.log_softmax(logits.float() / temperature, dim=-1)
+        tok = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
+        tok = torch.where(finished, torch.full_like(tok, pad), tok)
+        tokens.append(tok)
+        logps.append(torch.where(finished, torch.zeros_like(tok, dtype=logp.dtype), logp.gather(1, tok[:, None]).squeeze(1)))
+        finished = finished | (tok == eos)
+        if finished.all():
+            break
+        full_mask = torch.cat([full_mask, full_mask.new_ones(rows, 1)], dim=1)  # finished rows only feed pads
+        seq = torch.cat([seq, tok[:, None]], dim=1)
+        if use_cache:
+            pos = _positions(full_mask)[:, -1:]
+            logits = model(input_ids=tok[:, None], attention_mask=full_mask, position_ids=pos, past_key_values=cache,
+                           use_cache=True).logits[:, -1]
+        else:
+            logits = model(input_ids=seq, attention_mask=full_mask, position_ids=_positions(full_mask)).logits[:, -1]
+    response = torch.stack(tokens, 1)
+    ended = (response == eos).cumsum(1)
+    response_mask = ((ended == 0) | ((ended == 1) & (response == eos))).long()
+    texts = tokenizer.batch_decode(torch.where(response_mask.bool(), response, pad), skip_special_tokens=True)
+    group = torch.arange(len(prompts), device=device).repeat_interleave(n)
+    return Rollouts(prompt_ids, prompt_mask, response, response_mask, torch.stack(logps, 1) * response_mask, group, texts)
