@@ -1,0 +1,51 @@
+"""Supervised warm start: next-token cross-entropy on "<prompt><answer><eos>", prompt tokens masked."""
+
+from __future__ import annotations
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerFast
+
+from brorl_lib.rlvr.sampling import _positions, encode_prompts
+from brorl_lib.rlvr.tasks import Instance
+from brorl_lib.validation import check_int, check_positive
+
+IGNORE = -100  # label of positions that carry no loss (transformers' convention)
+
+
+def sft_batch(tokenizer: PreTrainedTokenizerFast, instances: list[Instance]) -> dict[str, torch.Tensor]:
+    """Left-padded ids, attention mask, positions and labels (answer and <eos> only)."""
+    texts = [i.prompt + i.answer for i in instances]
+    ids, mask = encode_prompts(tokenizer, texts)
+    eos = torch.full((len(texts), 1), tokenizer.eos_token_id)
+    ids, mask = torch.cat([ids, eos], 1), torch.cat([mask, torch.ones_like(eos)], 1)
+    answer_len = torch.tensor([len(tokenizer(i.answer, add_special_tokens=False)["input_ids"]) + 1 for i in instances])
+    from_end = torch.arange(ids.shape[1] - 1, -1, -1).unsqueeze(0)
+    labels = torch.where(from_end < answer_len.unsqueeze(1), ids, torch.full_like(ids, IGNORE))
+    return {"input_ids": ids, "attention_mask": mask, "position_ids": _positions(mask), "labels": labels}
+
+
+def sft_loss(model: PreTrainedModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    device = next(model.parameters()).device
+    return model(**{k: v.to(device) for k, v in batch.items()}).loss
+
+
+def train_sft(model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, instances: list[Instance], steps: int,
+              batch_size: int, lr: float, seed: int) -> list[float]:
+    """AdamW on random mini-batches of ``instances``; returns the loss of every step."""
+    check_int("steps", steps, low=1)
+    check_int("batch_size", batch_size, low=1)
+    check_positive("lr", lr)
+    if not instances:
+        raise ValueError("train_sft needs at least one instance")
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    model.train()
+    losses = []
+    for _ in range(steps):
+        pick = torch.randint(len(instances), (batch_size,), generator=gen).tolist()
+        loss = sft_loss(model, sft_batch(tokenizer, [instances[i] for i in pick]))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
