@@ -1,6 +1,7 @@
 """The laptop-scale RLVR pieces: tokenizer, model, tasks, sampling, warm start, verl algorithm, one RL step."""
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -127,3 +128,26 @@ def test_short_rl_run_raises_reward(tok, model):
         metrics = rl_step(model, tok, opt, [train[(8 * k + j) % len(train)] for j in range(8)], settings, gen)
     assert metrics["samples"] == 128 and 0 < metrics["pass_rate"] <= 1 and metrics["updates"] == 2
     assert held_out() > before + 0.05  # measured: 0.506 -> 0.634
+
+
+def test_arm_resumes_bit_for_bit(tok, model, tmp_path):
+    from brorl_lib.rlvr.run import ArmSettings, run_arm
+
+    train, test = tasks.make_split("spell_backward", 1, 100, 8, seed=0)
+    tiny.save(model, tok, tmp_path / "start")
+    settings = ArmSettings(name="arm", step=StepSettings(n_rollouts=4, max_new_tokens=6), prompts_per_step=2, lr=1e-3,
+                           sample_budget=48, eval_every=2, checkpoint_every=2, seed=5)
+    kwargs = dict(eval_samples=2, eval_temperature=1.0, progress=False)
+    whole = run_arm(tmp_path / "start", train, test, settings, tmp_path / "whole", **kwargs)
+    first = run_arm(tmp_path / "start", train, test, settings, tmp_path / "cut", max_steps=4, **kwargs)
+    assert first["step"].max() == 4
+    resumed = run_arm(tmp_path / "start", train, test, settings, tmp_path / "cut", **kwargs)
+    timing = ["elapsed_s", "generation_s"]
+    assert len(whole) == 7 and whole["samples"].iloc[-1] == 48
+    pd.testing.assert_frame_equal(whole.drop(columns=timing), resumed.drop(columns=timing))
+    a, _ = tiny.load(tmp_path / "whole" / "checkpoint")
+    b, _ = tiny.load(tmp_path / "cut" / "checkpoint")
+    for (name, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items()):
+        assert torch.equal(x, y), name
+    with pytest.raises(ValueError, match="no model at"):
+        run_arm(tmp_path / "nowhere", train, test, settings, tmp_path / "other", **kwargs)
