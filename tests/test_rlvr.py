@@ -1,5 +1,7 @@
 """The laptop-scale RLVR pieces: tokenizer, model, tasks, sampling, warm start, verl algorithm, one RL step."""
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -151,3 +153,27 @@ def test_arm_resumes_bit_for_bit(tok, model, tmp_path):
         assert torch.equal(x, y), name
     with pytest.raises(ValueError, match="no model at"):
         run_arm(tmp_path / "nowhere", train, test, settings, tmp_path / "other", **kwargs)
+
+
+def test_experiment_runs_both_phases_at_equal_budgets_and_resumes(tmp_path):
+    from brorl_lib.rlvr import experiment as ex
+
+    settings = ex.ExperimentSettings(
+        task_names=("spell_backward",), difficulty=1, n_train=60, n_test=6, warm_start_steps=20, warm_start_lr=3e-3,
+        phase1_prompts=2, phase1_max_steps=4, plateau_patience=5, plateau_tol=0.0, arm_rollouts=(16, 64),
+        arm_prompts=1, sample_budget=128, base_lr=1e-3, mini_batches=2, temperature=1.0, max_new_tokens=6,
+        eval_samples=2, eval_temperature=0.6, eval_every=2)
+    assert ex.arm_prompts(settings, 16) == 4 and ex.arm_prompts(settings, 64) == 1
+    assert ex.arm_lr(settings, 64) == pytest.approx(1e-3)  # 64 x 1 = 16 x 4 samples per step
+    first = ex.run(settings, [0], tmp_path, progress=False)
+    assert first.groupby("arm")["samples"].max().to_dict() == {"phase 1": 128, "N=16": 128, "N=64": 128}
+    assert first[first.arm == "phase 1"]["step"].max() == 4  # max steps reached before any plateau
+    assert json.loads((tmp_path / "seed0" / "phase1" / "phase1_done.json").read_text()) == {"step": 4, "plateau": False}
+    again = ex.run(settings, [0], tmp_path, progress=False)  # everything finished: nothing re-runs
+    timing = ["elapsed_s", "generation_s"]
+    pd.testing.assert_frame_equal(first.drop(columns=timing), again.drop(columns=timing))
+    assert ex.final_instance_scores(tmp_path, 0, "arm_N64").shape == (6,)
+    with pytest.raises(ValueError, match="arm_rollouts item=1"):
+        ex.run(ex.ExperimentSettings(**{**settings.__dict__, "arm_rollouts": (1,)}), [0], tmp_path)
+    with pytest.raises(ValueError, match="task_names item"):
+        ex.run(ex.ExperimentSettings(**{**settings.__dict__, "task_names": ("chess",)}), [0], tmp_path)

@@ -7,6 +7,9 @@ from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from transformers.utils import logging as hf_logging
+
+hf_logging.disable_progress_bar()  # checkpoints are saved often; their progress bars would drown the run's own
 
 from brorl_lib.validation import check_int
 
