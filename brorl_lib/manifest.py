@@ -37,6 +37,16 @@ def replace_notebook(manifest: dict, notebook: str, entries: dict[str, dict]) ->
     return [f for f in old if f not in entries]
 
 
+def file_problem(out_dir: Path, name: str, entry: dict) -> str | None:
+    """Why artifact file ``name`` no longer is what the manifest recorded, or None if it is."""
+    path = Path(out_dir) / name
+    if not path.exists():
+        return "file is missing"
+    if sha256_file(path) != entry["sha256"]:
+        return "file was changed after it was made"
+    return None
+
+
 def stale(out_dir: Path) -> list[tuple[str, str]]:
     """(file, reason) for every artifact that is missing, edited, or whose inputs changed."""
     out_dir = Path(out_dir)
@@ -44,12 +54,9 @@ def stale(out_dir: Path) -> list[tuple[str, str]]:
     current: dict[tuple[str, str], dict] = {}
     problems = []
     for name, entry in sorted(manifest["artifacts"].items()):
-        path = out_dir / name
-        if not path.exists():
-            problems.append((name, "file is missing"))
-            continue
-        if sha256_file(path) != entry["sha256"]:
-            problems.append((name, "file was changed after it was made"))
+        problem = file_problem(out_dir, name, entry)
+        if problem:
+            problems.append((name, problem))
             continue
         key = (entry["notebook"], json.dumps(entry["parameters"], sort_keys=True))
         if key not in current:

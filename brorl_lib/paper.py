@@ -91,12 +91,16 @@ def domain_average_checks() -> pd.DataFrame:
     return out
 
 
+def table1_arms() -> pd.DataFrame:
+    """Table 1 without the baseline row, with its Steps and Samples columns as numbers."""
+    t1 = load("table1_efficiency")
+    t1 = t1[t1["method"] != "Baseline"].reset_index(drop=True)
+    return t1.assign(steps_added=steps_added(t1["steps"]), samples_added=samples_added(t1["samples_k"]))
+
+
 def sample_accounting() -> pd.DataFrame:
     """Table 1 per arm: samples per step before filtering, the kept fraction it implies, steps/h, samples/s."""
-    t1 = load("table1_efficiency")
-    t1 = t1[t1["method"] != "Baseline"].copy()
-    t1["steps_added"] = steps_added(t1["steps"])
-    t1["samples_added"] = samples_added(t1["samples_k"])
+    t1 = table1_arms()
     t1["samples_per_step"] = t1["samples_added"] / t1["steps_added"]
     t1["kept_per_step"] = t1["n_rollouts"] * t1["prompts_per_step"]
     t1["implied_pass_rate"] = t1["kept_per_step"] / t1["samples_per_step"]
@@ -104,18 +108,17 @@ def sample_accounting() -> pd.DataFrame:
     t1["samples_per_s"] = t1["samples_added"] / (t1["time_h"] * 3600)
     cols = ["method", "steps", "time_h", "samples_per_step", "kept_per_step", "implied_pass_rate", "steps_per_hour",
             "samples_per_s"]
-    return t1[cols].reset_index(drop=True)
+    return t1[cols]
 
 
 def samples_model(pass_rates: dict[str, float]) -> pd.DataFrame:
     """Table 1's Samples column against steps x prompts x N / pass rate (Table 2's rate per arm)."""
-    t1 = load("table1_efficiency")
-    t1 = t1[t1["method"] != "Baseline"].copy()
-    model = steps_added(t1["steps"]) * t1["prompts_per_step"] * t1["n_rollouts"] / t1["method"].map(pass_rates)
+    t1 = table1_arms()
+    model = t1["steps_added"] * t1["prompts_per_step"] * t1["n_rollouts"] / t1["method"].map(pass_rates)
     return pd.DataFrame({
-        "method": t1["method"], "steps": t1["steps"], "samples_reported": samples_added(t1["samples_k"]),
-        "samples_model": model.round(), "ratio": samples_added(t1["samples_k"]) / model,
-    }).reset_index(drop=True)
+        "method": t1["method"], "steps": t1["steps"], "samples_reported": t1["samples_added"],
+        "samples_model": model.round(), "ratio": t1["samples_added"] / model,
+    })
 
 
 def table2_pass_rates() -> dict[int, float]:

@@ -13,18 +13,24 @@ SIM_LEARNING_RATE = 1e-3
 SIM_STEPS = 1000
 
 
+def first_correct_indices(n_correct: int, anchor_correct: bool) -> np.ndarray:
+    """Our choice where the paper is silent: the anchor is token 0, the correct tokens come right
+    after it (1..n_correct), and the anchor is one of them only if ``anchor_correct``."""
+    return np.arange(0, n_correct) if anchor_correct else np.arange(1, n_correct + 1)
+
+
+def seeded_logits(vocab_size: int, correct: np.ndarray) -> np.ndarray:
+    """The paper's optional seeding: z = 3 on correct tokens, the anchor (index 0) at 5, 0 elsewhere."""
+    z = np.zeros(vocab_size)
+    z[correct] = SIM_CORRECT_LOGIT
+    z[0] = SIM_ANCHOR_LOGIT
+    return z
+
+
 def seeded_initial_logits(
     vocab_size: int = SIM_VOCAB_SIZE, n_correct: int = SIM_N_CORRECT, anchor_correct: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Seeded start of Figure 3: logits and correct mask.
-
-    The paper does not say which indices are correct or whether the anchor is; our choice: tokens
-    1..n_correct are correct and the anchor (index 0) is incorrect unless ``anchor_correct``.
-    """
-    z = np.zeros(vocab_size)
+    """Seeded start of Figure 3: logits and correct mask (correct tokens as in first_correct_indices)."""
     correct = np.zeros(vocab_size, dtype=bool)
-    correct[1 : n_correct + 1] = True
-    correct[0] = anchor_correct
-    z[correct] = SIM_CORRECT_LOGIT
-    z[0] = SIM_ANCHOR_LOGIT
-    return z, correct
+    correct[first_correct_indices(n_correct, anchor_correct)] = True
+    return seeded_logits(vocab_size, correct), correct

@@ -69,8 +69,7 @@ def is_current(plan: Plan, out_dir: Path, hashes: dict[str, str]) -> bool:
     entries = manifest.load(out_dir)["artifacts"]
     mine = {f: e for f, e in entries.items() if e["notebook"] == plan.spec.name}
     return bool(mine) and all(
-        (out_dir / f).exists() and sha256_file(out_dir / f) == e["sha256"] and e["input_hash"] == hashes["input"]
-        for f, e in mine.items()
+        manifest.file_problem(out_dir, f, e) is None and e["input_hash"] == hashes["input"] for f, e in mine.items()
     )
 
 

@@ -97,7 +97,7 @@ def correct_indices(settings: SimSettings, seed: int) -> np.ndarray:
     """Sorted indices of the correct tokens. Index 0 is the anchor; it is correct only if asked."""
     v, k = settings.vocab_size, settings.n_correct
     if settings.correct_tokens == "first":
-        idx = np.arange(1, k + 1) if not settings.anchor_correct else np.arange(0, k)
+        idx = paper_setup.first_correct_indices(k, settings.anchor_correct)
     else:
         rng = np.random.default_rng([seed, 0xC0])
         rest = rng.choice(np.arange(1, v), size=k - settings.anchor_correct, replace=False)
@@ -107,11 +107,9 @@ def correct_indices(settings: SimSettings, seed: int) -> np.ndarray:
 
 def initial_logits(settings: SimSettings, correct: np.ndarray) -> np.ndarray:
     """0 everywhere; with the paper's seeding, 3 on correct tokens and 5 on the anchor (index 0)."""
-    z = np.zeros(settings.vocab_size)
     if settings.seeded_init:
-        z[correct] = paper_setup.SIM_CORRECT_LOGIT
-        z[0] = paper_setup.SIM_ANCHOR_LOGIT
-    return z
+        return paper_setup.seeded_logits(settings.vocab_size, correct)
+    return np.zeros(settings.vocab_size)
 
 
 def surrogate_gradient(

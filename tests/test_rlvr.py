@@ -163,7 +163,7 @@ def test_experiment_runs_both_phases_at_equal_budgets_and_resumes(tmp_path):
         phase1_prompts=2, phase1_max_steps=4, plateau_patience=5, plateau_tol=0.0, arm_rollouts=(16, 64),
         arm_prompts=1, sample_budget=128, base_lr=1e-3, mini_batches=2, temperature=1.0, max_new_tokens=6,
         eval_samples=2, eval_temperature=0.6, eval_every=2)
-    assert ex.arm_prompts(settings, 16) == 4 and ex.arm_prompts(settings, 64) == 1
+    assert ex.prompts_for(settings, 16) == 4 and ex.prompts_for(settings, 64) == 1
     assert ex.arm_lr(settings, 64) == pytest.approx(1e-3)  # 64 x 1 = 16 x 4 samples per step
     first = ex.run(settings, [0], tmp_path, progress=False)
     assert first.groupby("arm")["samples"].max().to_dict() == {"phase 1": 128, "N=16": 128, "N=64": 128}

@@ -13,7 +13,7 @@ from transformers import PreTrainedModel
 from verl.trainer.ppo import core_algos
 from verl.workers.config.actor import ActorConfig
 
-from brorl_lib.rlvr.sampling import Rollouts, _positions
+from brorl_lib.rlvr.sampling import Rollouts, positions
 from brorl_lib.validation import check_choice, check_positive, check_range
 
 ADVANTAGE_ESTIMATORS = ("reinforce_plus_plus_baseline", "grpo")  # ProRLv2 uses the first (paper §3.1)
@@ -23,7 +23,7 @@ def response_log_probs(model: PreTrainedModel, rollouts: Rollouts, temperature: 
     """Log-prob of every response token given its prompt and the tokens before it, at ``temperature``."""
     ids = torch.cat([rollouts.prompt_ids, rollouts.response_ids], 1)
     mask = torch.cat([rollouts.prompt_mask, rollouts.response_mask], 1)
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=_positions(mask)).logits
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask)).logits
     start = rollouts.prompt_ids.shape[1] - 1
     logits = logits[:, start : start + rollouts.response_ids.shape[1]].float() / temperature
     logp = torch.log_softmax(logits, -1).gather(2, rollouts.response_ids[:, :, None]).squeeze(2)

@@ -66,14 +66,15 @@ class ExperimentSettings:
         check_range("plateau_tol", self.plateau_tol, low=0.0)
 
 
-def arm_prompts(settings: ExperimentSettings, n: int) -> int:
+def prompts_for(settings: ExperimentSettings, n: int) -> int:
+    """Prompts per step of the arm with N rollouts."""
     return settings.arm_prompts * (PROMPT_RATIO if n == BASE_N else 1)
 
 
 def arm_lr(settings: ExperimentSettings, n: int) -> float:
     """Paper §4.2.1: sqrt of the samples-per-step ratio to the N=16 arm, mini-batch count fixed."""
-    base = BASE_N * arm_prompts(settings, BASE_N)
-    return alg.scaled_learning_rate(settings.base_lr, base, n * arm_prompts(settings, n))
+    base = BASE_N * prompts_for(settings, BASE_N)
+    return alg.scaled_learning_rate(settings.base_lr, base, n * prompts_for(settings, n))
 
 
 def data(settings: ExperimentSettings, seed: int) -> tuple[list[tasks.Instance], list[tasks.Instance]]:
@@ -134,7 +135,7 @@ def run(settings: ExperimentSettings, seeds: list[int], runs_dir: Path, progress
         p1 = phase1(settings, start, train, test, seed, root / "phase1", progress)
         frames.append(p1.assign(seed=seed, phase=1, arm="phase 1", N=BASE_N))
         for n in settings.arm_rollouts:
-            arm = ArmSettings(f"N={n}", _step(settings, n), arm_prompts(settings, n), arm_lr(settings, n),
+            arm = ArmSettings(f"N={n}", _step(settings, n), prompts_for(settings, n), arm_lr(settings, n),
                               settings.sample_budget, settings.eval_every, settings.eval_every, seed)
             m = run_arm(root / "phase1" / "checkpoint", train, test, arm, root / f"arm_N{n}", settings.eval_samples,
                         settings.eval_temperature, progress=progress, device=settings.device)

@@ -37,7 +37,8 @@ def encode_prompts(tokenizer: PreTrainedTokenizerFast, prompts: list[str]) -> tu
     return enc["input_ids"], enc["attention_mask"]
 
 
-def _positions(mask: torch.Tensor) -> torch.Tensor:
+def positions(mask: torch.Tensor) -> torch.Tensor:
+    """Position ids of a left-padded batch: 0 at each row's first real token."""
     return (mask.cumsum(-1) - 1).clamp(min=0)
 
 
@@ -57,12 +58,12 @@ def generate(
     rows = len(prompts) * n
     prompt_ids, prompt_mask = ids.repeat_interleave(n, 0), mask.repeat_interleave(n, 0)
     if use_cache:
-        out = model(input_ids=ids, attention_mask=mask, position_ids=_positions(mask), use_cache=True)
+        out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=True)
         cache = out.past_key_values
         cache.batch_repeat_interleave(n)
         logits = out.logits[:, -1].repeat_interleave(n, 0)
     else:
-        logits = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=_positions(prompt_mask)).logits[:, -1]
+        logits = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions(prompt_mask)).logits[:, -1]
     full_mask, seq = prompt_mask, prompt_ids
     finished = torch.zeros(rows, dtype=torch.bool, device=device)
     tokens, logps = [], []
@@ -78,11 +79,11 @@ def generate(
         full_mask = torch.cat([full_mask, full_mask.new_ones(rows, 1)], dim=1)  # finished rows only feed pads
         seq = torch.cat([seq, tok[:, None]], dim=1)
         if use_cache:
-            pos = _positions(full_mask)[:, -1:]
+            pos = positions(full_mask)[:, -1:]
             logits = model(input_ids=tok[:, None], attention_mask=full_mask, position_ids=pos, past_key_values=cache,
                            use_cache=True).logits[:, -1]
         else:
-            logits = model(input_ids=seq, attention_mask=full_mask, position_ids=_positions(full_mask)).logits[:, -1]
+            logits = model(input_ids=seq, attention_mask=full_mask, position_ids=positions(full_mask)).logits[:, -1]
     response = torch.stack(tokens, 1)
     ended = (response == eos).cumsum(1)
     response_mask = ((ended == 0) | ((ended == 1) & (response == eos))).long()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
-from brorl_lib.rlvr.sampling import _positions, encode_prompts
+from brorl_lib.rlvr.sampling import positions, encode_prompts
 from brorl_lib.rlvr.tasks import Instance
 from brorl_lib.validation import check_int, check_positive
 
@@ -21,7 +21,7 @@ def sft_batch(tokenizer: PreTrainedTokenizerFast, instances: list[Instance]) -> 
     answer_len = torch.tensor([len(tokenizer(i.answer, add_special_tokens=False)["input_ids"]) + 1 for i in instances])
     from_end = torch.arange(ids.shape[1] - 1, -1, -1).unsqueeze(0)
     labels = torch.where(from_end < answer_len.unsqueeze(1), ids, torch.full_like(ids, IGNORE))
-    return {"input_ids": ids, "attention_mask": mask, "position_ids": _positions(mask), "labels": labels}
+    return {"input_ids": ids, "attention_mask": mask, "position_ids": positions(mask), "labels": labels}
 
 
 def sft_loss(model: PreTrainedModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:
