@@ -23,3 +23,37 @@ def test_numpy_baseline_matches_torch_simulator():
     start = simulate(SimSettings(vocab_size=200, n_correct=20, steps=1), [4], [0], progress=False)["correct_mass"].iloc[0]
     assert torch_mass - start > 0.05  # both moved a lot, and to the same place (different random draws)
     assert numpy_mass == pytest.approx(torch_mass, abs=2e-3)
+
+
+def test_vllm_throughput_arguments_and_shapes():
+    bench = load("vllm_throughput")
+    for bad in (["--total-samples", "1000"], ["--prompt-scale", "0"], ["--response-tokens", "0"],
+                ["--gpu-memory-utilization", "1.5"], ["--prefix-caching", "maybe"], ["--shapes", "paper-step", "--prompt-scale", "0.001"]):
+        with pytest.raises(SystemExit) as exc:
+            bench.parse_args(["--model", "m", *bad])
+        assert exc.value.code == 2
+    equal = bench.shapes(bench.parse_args(["--model", "m", "--total-samples", "4096"]))
+    assert equal == [(16, 256), (512, 8)] and len({n * p for n, p in equal}) == 1  # the same samples per arm
+    step = bench.shapes(bench.parse_args(["--model", "m", "--shapes", "paper-step", "--prompt-scale", "0.125"]))
+    assert step == [(16, 64), (512, 16)]  # Table 1's 512 and 128 prompts per step: 4x the prompts at N=16
+
+
+def test_vllm_throughput_formatting_uses_the_papers_table2():
+    import itertools
+
+    bench = load("vllm_throughput")
+    rates = bench.paper_throughput()
+    assert rates == {16: 36.5, 512: 72.4}
+    rows = [{"prefix_caching": c, "n": n, "prompts": p, "samples": 1024, "wall_s": 1024 / r, "samples_per_s": r,
+             "tokens_per_s": 1000 * r} for c, (n, p, r) in itertools.product((True, False), [(16, 64, 50.0), (512, 2, 125.0)])]
+    text = bench.format_results(rows, rates)
+    assert text.count("N=512 / N=16 = 2.50x") == 2 and "72.4 / 36.5 samples/s = 1.98x" in text
+    assert "prefix caching on" in text and "prefix caching off" in text
+
+
+def test_vllm_throughput_says_why_it_cannot_run(capsys):
+    bench = load("vllm_throughput")
+    if bench.missing_requirement() is None:
+        pytest.skip("vLLM and a GPU are present")
+    assert bench.main(["--model", "m"]) == bench.EXIT_NO_VLLM == 3
+    assert "needs vLLM and a CUDA GPU" in capsys.readouterr().err

@@ -1,0 +1,15 @@
+"""Evaluation harness: the paper's protocol (Appendix D) on checkpoints, per-instance results, Tables 3-5.
+
+Modules, one concern each (nothing heavy is imported, nothing downloads, until used):
+
+* ``protocol``   the paper's sampling settings (16 samples, T=0.6, top-p 0.95, 32k tokens) and ``SamplingParams``
+* ``backends``   generation: ``VLLMBackend`` (GPU), ``TransformersBackend`` (CPU), ``default_backend``
+* ``benchmarks`` the six math, four code and eleven Reasoning Gym benchmarks, their sources and prompts
+* ``sandbox``    running candidate programs with time, memory and output limits and no network
+* ``scoring``    verl / math-verify for math, the sandbox for code, reasoning_gym verifiers
+* ``results``    per-sample JSONL results, resuming
+* ``metrics``    per-instance and per-benchmark scores, pass@k, domain averages, the paired t-test
+* ``run``        ``evaluate``: generate, score, save, resume
+* ``tables``     Tables 3-5 with reported and reproduced rows
+* ``cli``        ``python -m brorl_lib.evaluation``
+"""

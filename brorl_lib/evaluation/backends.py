@@ -1,0 +1,222 @@
+"""Generation backends: vLLM on a GPU (the paper's scale) and transformers ``generate`` on CPU.
+
+Both take the same user messages, apply the model's chat template (or use the raw text when the
+tokenizer has none), sample with the same ``SamplingParams`` and one seed per prompt, and return the
+same thing: for every prompt, ``n`` ``Generation``s. A per-prompt seed makes an instance's samples
+independent of how prompts are batched, so a resumed evaluation gives what an uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from brorl_lib.evaluation.protocol import SamplingParams
+from brorl_lib.validation import check_choice, check_int
+
+VLLM_INSTALL_HINT = ("install it on a CUDA machine with `pip install -e '.[gpu]'` (vllm==0.24.0), "
+                     "or use the CPU backend: --backend transformers")
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One sampled response."""
+
+    text: str  # decoded response, special tokens removed
+    n_tokens: int  # tokens generated, counting a final end-of-sequence token
+    finish_reason: str  # "stop": ended with end-of-sequence; "length": hit max_tokens
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Anything that samples ``params.n`` responses for each prompt, seeded per prompt."""
+
+    name: str  # "vllm" or "transformers"
+    model: str  # what was loaded: a path or a hub id (with "@revision" when given)
+
+    def generate(self, prompts: Sequence[str], params: SamplingParams, seeds: Sequence[int]) -> list[list[Generation]]:
+        """``prompts`` are user messages; returns ``len(prompts)`` lists of ``params.n`` generations."""
+        ...
+
+
+def model_name(model: str | Path, revision: str | None) -> str:
+    """A local folder as its absolute path, a hub id as it is; "@revision" when given."""
+    name = str(Path(model).resolve()) if Path(model).exists() else str(model)
+    return f"{name}@{revision}" if revision else name
+
+
+def load_tokenizer(model: str | Path, revision: str | None = None):
+    """The model's tokenizer as its tokenizer.json defines it.
+
+    ``AutoTokenizer`` would rebuild some tokenizers from the model type (transformers 5 maps a
+    Qwen2 config to ``Qwen2Tokenizer``, which drops characters a character-level tokenizer keeps);
+    loading tokenizer.json directly is faithful, and AutoTokenizer is the fallback when there is none.
+    """
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    try:
+        return PreTrainedTokenizerFast.from_pretrained(model, revision=revision)
+    except (OSError, ValueError):
+        return AutoTokenizer.from_pretrained(model, revision=revision)
+
+
+def encode_prompt(tokenizer, user_text: str) -> list[int]:
+    """Token ids of one user message: through the chat template when the tokenizer has one
+    (with the assistant turn opened), else the raw text with the tokenizer's own special tokens."""
+    if getattr(tokenizer, "chat_template", None):
+        text = tokenizer.apply_chat_template([{"role": "user", "content": user_text}], tokenize=False,
+                                             add_generation_prompt=True)
+        return list(tokenizer(text, add_special_tokens=False)["input_ids"])  # the template holds BOS itself
+    return list(tokenizer(user_text)["input_ids"])
+
+
+def _check_seeds(prompts: Sequence[str], seeds: Sequence[int]) -> None:
+    if len(seeds) != len(prompts):
+        raise ValueError(f"seeds: expected one per prompt ({len(prompts)}), got {len(seeds)}")
+    for s in seeds:
+        check_int("seed", s, low=0, high=2**31 - 1)
+
+
+class TransformersBackend:
+    """transformers ``generate`` (CPU by default): for tests and tiny models; slow for a 1.5B model.
+
+    Prompts run one at a time with ``num_return_sequences=n`` under ``torch.manual_seed(seed)``
+    (the global RNG is restored afterwards), so the same seed gives the same responses on CPU.
+    ``truncate_prompts`` keeps the last tokens of a prompt that does not fit the model's context
+    beside ``max_tokens`` (meant for tiny models with a short context; otherwise it is an error).
+    """
+
+    name = "transformers"
+
+    def __init__(self, model: str | Path, revision: str | None = None, device: str = "cpu", dtype: str = "float32",
+                 truncate_prompts: bool = False) -> None:
+        check_choice("device", device, ("cpu", "cuda"))
+        check_choice("dtype", dtype, ("float32", "bfloat16", "float16"))
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        if device == "cuda" and not torch.cuda.is_available():
+            raise ValueError("device='cuda' is not allowed: no CUDA device is visible; use device='cpu'")
+        self.model = model_name(model, revision)
+        self.device = device
+        self.truncate_prompts = truncate_prompts
+        self.tokenizer = load_tokenizer(model, revision)
+        self.lm = AutoModelForCausalLM.from_pretrained(model, revision=revision, dtype=getattr(torch, dtype)).to(device)
+        self.lm.eval()
+        self.context = int(getattr(self.lm.config, "max_position_embeddings", 0) or 0) or None
+        eos = self.lm.generation_config.eos_token_id
+        eos = eos if eos is not None else self.tokenizer.eos_token_id
+        self.eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
+        pad = self.tokenizer.pad_token_id
+        self.pad_id = pad if pad is not None else next(iter(self.eos_ids), 0)
+
+    def _prompt_ids(self, index: int, user_text: str, max_tokens: int) -> list[int]:
+        ids = encode_prompt(self.tokenizer, user_text)
+        if self.context is None:
+            return ids
+        room = self.context - max_tokens
+        if room < 1:
+            raise ValueError(f"max_tokens={max_tokens} is not allowed: the model's context is {self.context} tokens")
+        if len(ids) > room:
+            if not self.truncate_prompts:
+                raise ValueError(f"prompt {index} has {len(ids)} tokens; with max_tokens={max_tokens} only {room} "
+                                 f"fit the model's {self.context}-token context (truncate_prompts=True keeps the last {room})")
+            ids = ids[-room:]
+        return ids
+
+    def generate(self, prompts: Sequence[str], params: SamplingParams, seeds: Sequence[int]) -> list[list[Generation]]:
+        import torch
+        from transformers import GenerationConfig
+
+        _check_seeds(prompts, seeds)
+        config = GenerationConfig(
+            do_sample=True, temperature=params.temperature, top_p=params.top_p, top_k=0,  # top_k=0: off, as in vLLM
+            max_new_tokens=params.max_tokens, num_return_sequences=params.n,
+            eos_token_id=sorted(self.eos_ids), pad_token_id=self.pad_id,
+        )
+        out: list[list[Generation]] = []
+        for i, (prompt, seed) in enumerate(zip(prompts, seeds)):
+            ids = torch.tensor([self._prompt_ids(i, prompt, params.max_tokens)], device=self.device)
+            devices = [] if self.device == "cpu" else [torch.cuda.current_device()]
+            with torch.random.fork_rng(devices=devices), torch.no_grad():
+                torch.manual_seed(seed)
+                seqs = self.lm.generate(input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config)
+            out.append([self._generation(row) for row in seqs[:, ids.shape[1]:].tolist()])
+        return out
+
+    def _generation(self, tokens: list[int]) -> Generation:
+        end = next((j for j, t in enumerate(tokens) if t in self.eos_ids), None)
+        kept = tokens if end is None else tokens[: end + 1]
+        text = self.tokenizer.decode(kept, skip_special_tokens=True)
+        return Generation(text, len(kept), "length" if end is None else "stop")
+
+
+class VLLMBackend:
+    """vLLM on CUDA: the paper-scale path. ``enable_prefix_caching`` shares a prompt's KV cache
+    among its ``n`` samples and across prompts (vLLM's automatic prefix caching)."""
+
+    name = "vllm"
+
+    def __init__(self, model: str | Path, revision: str | None = None, dtype: str = "auto",
+                 gpu_memory_utilization: float = 0.9, enable_prefix_caching: bool = True,
+                 max_model_len: int | None = None, tensor_parallel_size: int = 1, seed: int = 0, **engine_kwargs) -> None:
+        if importlib.util.find_spec("vllm") is None:
+            raise RuntimeError(f"VLLMBackend needs vLLM, which is not installed here: {VLLM_INSTALL_HINT}")
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RuntimeError("VLLMBackend needs a CUDA GPU and none is visible (torch.cuda.is_available() is "
+                               "False); on a CPU machine use --backend transformers")
+        import vllm
+
+        self._vllm = vllm
+        self.model = model_name(model, revision)
+        self.llm = vllm.LLM(model=str(model), revision=revision, dtype=dtype, seed=seed,
+                            gpu_memory_utilization=gpu_memory_utilization, enable_prefix_caching=enable_prefix_caching,
+                            max_model_len=max_model_len, tensor_parallel_size=tensor_parallel_size, **engine_kwargs)
+        self.tokenizer = self.llm.get_tokenizer()
+
+    def generate(self, prompts: Sequence[str], params: SamplingParams, seeds: Sequence[int]) -> list[list[Generation]]:
+        _check_seeds(prompts, seeds)
+        requests = [{"prompt_token_ids": encode_prompt(self.tokenizer, p)} for p in prompts]
+        sampling = [self._vllm.SamplingParams(n=params.n, temperature=params.temperature, top_p=params.top_p,
+                                              max_tokens=params.max_tokens, seed=s) for s in seeds]
+        outputs = self.llm.generate(requests, sampling, use_tqdm=False)
+        return [[Generation(o.text, len(o.token_ids), "stop" if o.finish_reason == "stop" else "length")
+                 for o in sorted(req.outputs, key=lambda o: o.index)] for req in outputs]
+
+
+def vllm_usable() -> bool:
+    """vLLM is installed and a CUDA device is visible."""
+    if importlib.util.find_spec("vllm") is None:
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def make_backend(kind: str, model: str | Path, revision: str | None = None, **kwargs) -> Backend:
+    """``kind`` "vllm", "transformers", or "auto" (vLLM when usable, else transformers on CPU).
+
+    ``kwargs`` go to the chosen backend's constructor; keys the other backend does not take are
+    dropped for "auto" (e.g. ``truncate_prompts`` for vLLM, ``enable_prefix_caching`` for transformers).
+    """
+    check_choice("backend", kind, ("auto", "vllm", "transformers"))
+    if kind == "auto":
+        kind = "vllm" if vllm_usable() else "transformers"
+    if kind == "vllm":
+        allowed = {"dtype", "gpu_memory_utilization", "enable_prefix_caching", "max_model_len", "tensor_parallel_size", "seed"}
+        return VLLMBackend(model, revision, **{k: v for k, v in kwargs.items() if k in allowed})
+    allowed = {"device", "dtype", "truncate_prompts"}
+    kw = {k: v for k, v in kwargs.items() if k in allowed}
+    if kw.get("dtype") == "auto":
+        kw.pop("dtype")
+    return TransformersBackend(model, revision, **kw)
+
+
+def default_backend(model: str | Path, revision: str | None = None, **kwargs) -> Backend:
+    """vLLM when it is installed and a GPU is present, else transformers on CPU."""
+    return make_backend("auto", model, revision, **kwargs)

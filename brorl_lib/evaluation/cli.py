@@ -1,0 +1,116 @@
+"""``python -m brorl_lib.evaluation``: evaluate a checkpoint with the paper's protocol, then print
+its scores. Arguments are checked before anything loads; bad ones exit with status 2 and a message,
+a data set that cannot be loaded with status 1."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from brorl_lib.evaluation import protocol
+from brorl_lib.evaluation.benchmarks import BENCHMARKS, GROUPS, DatasetUnavailable
+from brorl_lib.evaluation.results import check_label, default_label
+
+EPILOG = """examples:
+  python -m brorl_lib.evaluation --model nvidia/Nemotron-Research-Reasoning-Qwen-1.5B --revision brorl \\
+      --benchmarks all --out results/eval
+  python -m brorl_lib.evaluation --model build/tiny --backend transformers --benchmarks aime24 rg_arithmetic \\
+      --data aime24=my_aime.jsonl --samples 2 --max-tokens 32 --limit 5 --out /tmp/eval
+benchmarks: """ + ", ".join(BENCHMARKS) + "; groups: " + ", ".join(GROUPS)
+
+
+def _data_pair(text: str) -> tuple[str, str]:
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"--data {text!r}: expected BENCHMARK=PATH")
+    return name, path
+
+
+def _names(values: list[str]) -> list[str]:
+    return [n for v in values for n in v.split(",") if n]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m brorl_lib.evaluation", description=__doc__.splitlines()[0],
+                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="local Hugging Face folder or hub id")
+    p.add_argument("--revision", default=None, help="hub revision (branch, tag or commit), e.g. brorl")
+    p.add_argument("--label", default=None, help="checkpoint name in the results (default: from --model/--revision)")
+    p.add_argument("--benchmarks", nargs="+", default=["all"], help="names or groups, space or comma separated")
+    p.add_argument("--out", required=True, type=Path, help="results folder (resumed when it holds earlier results)")
+    p.add_argument("--samples", type=int, default=protocol.SAMPLES_PER_INSTANCE, help="samples per instance (paper: 16)")
+    p.add_argument("--temperature", type=float, default=protocol.TEMPERATURE, help="paper: 0.6")
+    p.add_argument("--top-p", type=float, default=protocol.TOP_P, help="paper: 0.95")
+    p.add_argument("--max-tokens", type=int, default=protocol.MAX_RESPONSE_TOKENS, help="response cap, tokens (paper: 32768)")
+    p.add_argument("--seed", type=int, default=0, help="base of the per-instance sampling seeds")
+    p.add_argument("--limit", type=int, default=None, help="first N instances per benchmark (quick runs)")
+    p.add_argument("--rg-per-task", type=int, default=protocol.RG_INSTANCES_PER_TASK, help="Reasoning Gym instances per task (ProRL: 100)")
+    p.add_argument("--rg-tasks", nargs="+", default=None, help="only these Reasoning Gym tasks")
+    p.add_argument("--data", type=_data_pair, action="append", default=[], metavar="BENCHMARK=PATH",
+                   help="local data file for a benchmark (JSONL, JSON or parquet); repeatable")
+    p.add_argument("--backend", choices=["auto", "vllm", "transformers"], default="auto",
+                   help="auto: vLLM when installed with a GPU, else transformers on CPU")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="transformers backend only")
+    p.add_argument("--dtype", default="auto", help="auto, float32, bfloat16 or float16")
+    p.add_argument("--truncate-prompts", action="store_true", help="transformers: keep a long prompt's last tokens")
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vLLM only")
+    p.add_argument("--no-prefix-caching", action="store_true", help="vLLM only: switch automatic prefix caching off")
+    p.add_argument("--max-model-len", type=int, default=None, help="vLLM only: context length (default: the model's)")
+    p.add_argument("--batch-size", type=int, default=64, help="prompts per generation call")
+    p.add_argument("--code-time-limit", type=float, default=5.0, help="seconds per code test")
+    p.add_argument("--code-memory-mb", type=int, default=1024, help="memory per code test, MiB")
+    p.add_argument("--no-responses", action="store_true", help="do not store response texts")
+    p.add_argument("--k", type=int, nargs="+", default=[1], help="pass@k values to print (k <= samples)")
+    p.add_argument("--no-progress", action="store_true")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from brorl_lib.evaluation.protocol import SamplingParams
+    from brorl_lib.evaluation.run import EvalConfig
+    from brorl_lib.evaluation.sandbox import Limits
+
+    p = parser()
+    args = p.parse_args(argv)
+    model = str(args.model)
+    if not Path(model).exists() and model.count("/") != 1:
+        p.error(f"--model {model!r}: no such folder, and not a hub id of the form owner/name")
+    if args.dtype not in ("auto", "float32", "bfloat16", "float16"):
+        p.error(f"--dtype {args.dtype!r}: choose auto, float32, bfloat16 or float16")
+    try:
+        label = check_label(args.label) if args.label else default_label(model, args.revision)
+        config = EvalConfig(
+            benchmarks=tuple(_names(args.benchmarks)),
+            sampling=SamplingParams(args.samples, args.temperature, args.top_p, args.max_tokens),
+            seed=args.seed, limit=args.limit, rg_per_task=args.rg_per_task,
+            rg_tasks=tuple(_names(args.rg_tasks)) if args.rg_tasks else None, data=dict(args.data),
+            batch_size=args.batch_size, code_limits=Limits(time_s=args.code_time_limit, memory_mb=args.code_memory_mb),
+            save_responses=not args.no_responses,
+        )
+        for k in args.k:
+            if not 1 <= k <= args.samples:
+                raise ValueError(f"--k {k} is not allowed: 1 <= k <= samples ({args.samples})")
+        if not 0 < args.gpu_memory_utilization <= 1:
+            raise ValueError(f"--gpu-memory-utilization {args.gpu_memory_utilization} is not allowed: must be in (0, 1]")
+    except ValueError as e:
+        p.error(str(e))
+    from brorl_lib.evaluation.backends import make_backend
+    from brorl_lib.evaluation.metrics import benchmark_scores, column_scores
+    from brorl_lib.evaluation.run import evaluate
+
+    kwargs = dict(device=args.device, dtype=args.dtype, truncate_prompts=args.truncate_prompts,
+                  gpu_memory_utilization=args.gpu_memory_utilization, enable_prefix_caching=not args.no_prefix_caching,
+                  max_model_len=args.max_model_len, seed=args.seed)
+    try:
+        backend = make_backend(args.backend, model, args.revision, **kwargs)
+        results = evaluate(backend, label, args.out, config, progress=not args.no_progress)
+    except (DatasetUnavailable, RuntimeError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except ValueError as e:
+        p.error(str(e))
+    print(benchmark_scores(results, args.k).to_string(index=False, float_format="{:.4f}".format))
+    print(column_scores(results).to_string(index=False, float_format="{:.4f}".format))
+    print(f"per-instance results: {args.out / label}")
+    return 0

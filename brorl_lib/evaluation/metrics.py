@@ -1,0 +1,130 @@
+"""Scores recomputed from per-sample results: per instance, per benchmark, per domain; pass@k; the
+paired t-test between two checkpoints.
+
+What a table cell is (``TABLE_METRIC``): the paper reports pass@1 averaged over 16 samples. For math
+that is the mean binary score; for code, ProRL's evaluation counts a sample as passing when it
+passes all tests (binary, paper-notes §7.1), so the cell is the mean of ``correct`` while ``score``
+keeps the fraction of tests passed; for Reasoning Gym it is the mean continuous verifier score (ProRL).
+
+pass@k uses ``correct`` (score == 1) with the unbiased estimator 1 - C(n-c, k) / C(n, k) over an
+instance's n samples of which c are correct; for Reasoning Gym's continuous scores it therefore means
+"at least one of k samples fully solved the instance".
+
+Domain scores as the paper aggregates them (paper-notes §3.3): Math and Code are the unweighted means
+of their benchmark columns (NaN unless every column is present). The paper's Reasoning Gym average is
+not the mean of its eleven category columns; the ProRL-consistent reading is the mean over tasks, which
+is ``rg_avg`` here (each task weighted equally, every task having the same number of instances);
+``rg_category_mean`` (the unweighted mean of the category columns) is reported beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from math import comb
+
+import numpy as np
+import pandas as pd
+
+from brorl_lib import stats
+from brorl_lib.evaluation.benchmarks import BENCHMARKS, DOMAINS
+from brorl_lib.paper import CODE_COLUMNS, MATH_COLUMNS, RG_COLUMNS
+from brorl_lib.validation import check_int
+
+TABLE_METRIC = {"math": "score", "code": "correct", "reasoning_gym": "score"}
+INSTANCE_KEYS = ["checkpoint", "benchmark", "domain", "task", "instance_id"]
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples with c correct: 1 - C(n-c, k) / C(n, k)."""
+    check_int("n", n, low=1)
+    check_int("c", c, low=0, high=n)
+    check_int("k", k, low=1, high=n)
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def instance_scores(results: pd.DataFrame) -> pd.DataFrame:
+    """One row per (checkpoint, benchmark, instance): samples, mean score, correct count and ``pass1``,
+    the table metric of its domain averaged over its samples."""
+    if results.empty:
+        return pd.DataFrame(columns=[*INSTANCE_KEYS, "samples", "mean_score", "n_correct", "pass1"])
+    binary = results["domain"].map(TABLE_METRIC) == "correct"
+    df = results.assign(metric=results["score"].astype(float).where(~binary, results["correct"].astype(float)))
+    g = df.groupby(INSTANCE_KEYS, sort=False)
+    return g.agg(samples=("sample", "size"), mean_score=("score", "mean"), n_correct=("correct", "sum"),
+                 pass1=("metric", "mean")).reset_index()
+
+
+def benchmark_scores(results: pd.DataFrame, ks: Sequence[int] = (1,)) -> pd.DataFrame:
+    """One row per (checkpoint, benchmark): instances, samples per instance (min), ``score`` (the table
+    cell, a fraction), mean verifier score, pass@k for each k (binary ``correct``), mean response
+    tokens and the fraction of responses cut at max_tokens."""
+    inst = instance_scores(results)
+    rows = []
+    for (ckpt, bench), grp in inst.groupby(["checkpoint", "benchmark"], sort=False):
+        n_min = int(grp["samples"].min())
+        row = {"checkpoint": ckpt, "benchmark": bench, "domain": BENCHMARKS[bench].domain, "instances": len(grp),
+               "samples": n_min, "score": grp["pass1"].mean(), "mean_verifier_score": grp["mean_score"].mean()}
+        for k in ks:
+            if k > n_min:
+                raise ValueError(f"k={k} is not allowed: benchmark {bench} of {ckpt} has instances with only {n_min} samples")
+            row[f"pass@{k}"] = float(np.mean([pass_at_k(int(n), int(c), k) for n, c in zip(grp["samples"], grp["n_correct"])]))
+        sub = results[(results["checkpoint"] == ckpt) & (results["benchmark"] == bench)]
+        row["mean_response_tokens"] = float(sub["response_tokens"].mean())
+        row["truncated_fraction"] = float((sub["finish_reason"] == "length").mean())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def rg_task_scores(results: pd.DataFrame) -> pd.DataFrame:
+    """Reasoning Gym per (checkpoint, category, task): instances and mean score (a fraction)."""
+    inst = instance_scores(results)
+    inst = inst[inst["domain"] == "reasoning_gym"]
+    out = inst.groupby(["checkpoint", "benchmark", "task"], sort=False).agg(
+        instances=("pass1", "size"), score=("pass1", "mean")).reset_index()
+    out.insert(2, "category", out["benchmark"].map(lambda b: BENCHMARKS[b].column))
+    return out.drop(columns="benchmark")
+
+
+def column_scores(results: pd.DataFrame) -> pd.DataFrame:
+    """One row per checkpoint: each paper column present (fraction) and the domain averages
+    ``math_avg``, ``code_avg``, ``rg_avg`` (mean over tasks), ``rg_category_mean``."""
+    bench = benchmark_scores(results)
+    tasks = rg_task_scores(results)
+    rows = []
+    for ckpt in pd.unique(results["checkpoint"]):
+        b = bench[bench["checkpoint"] == ckpt].set_index("benchmark")["score"]
+        row = {"checkpoint": ckpt}
+        for name, value in b.items():
+            row[BENCHMARKS[name].column if BENCHMARKS[name].domain != "reasoning_gym" else f"rg:{BENCHMARKS[name].column}"] = value
+        for avg, cols in (("math_avg", MATH_COLUMNS), ("code_avg", CODE_COLUMNS)):
+            row[avg] = float(np.mean([row[c] for c in cols])) if all(c in row for c in cols) else np.nan
+        t = tasks[tasks["checkpoint"] == ckpt]
+        cats = [row.get(f"rg:{c}") for c in RG_COLUMNS]
+        complete = all(v is not None for v in cats)
+        row["rg_avg"] = float(t["score"].mean()) if complete else np.nan
+        row["rg_category_mean"] = float(np.mean(cats)) if complete else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def paired_comparison(results: pd.DataFrame, treatment: str, control: str,
+                      domains: Sequence[str] = DOMAINS, alternative: str = "greater") -> dict:
+    """The paper's paired t-test (§4.2.2): per-instance pass@1 of two checkpoints, pooled over all
+    instances both evaluated (in ``domains``), through ``brorl_lib.stats.paired_test``.
+
+    Returns its statistics plus ``n_unpaired``, the instances only one checkpoint has.
+    """
+    for name, value in (("treatment", treatment), ("control", control)):
+        if value not in set(results["checkpoint"]):
+            raise ValueError(f"{name}={value!r} is not allowed: evaluated checkpoints are {sorted(set(results['checkpoint']))}")
+    for d in domains:
+        if d not in DOMAINS:
+            raise ValueError(f"domain={d!r} is not allowed: choose from {list(DOMAINS)}")
+    inst = instance_scores(results[results["domain"].isin(domains)])
+    key = ["benchmark", "instance_id"]
+    a = inst[inst["checkpoint"] == treatment].set_index(key)["pass1"]
+    b = inst[inst["checkpoint"] == control].set_index(key)["pass1"]
+    both = a.index.intersection(b.index)
+    out = stats.paired_test(a.loc[both].to_numpy(), b.loc[both].to_numpy(), alternative=alternative)
+    out["n_unpaired"] = int(len(a.index.union(b.index)) - len(both))
+    return out

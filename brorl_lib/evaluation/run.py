@@ -1,0 +1,180 @@
+"""Evaluate one checkpoint on a list of benchmarks: generate, score, save per instance, resume.
+
+The instances of every benchmark are loaded first (so a missing data set fails before any
+generation). Then, benchmark by benchmark, prompts go to the backend ``batch_size`` at a time; each
+instance's samples are scored and appended to its results file at once. Instances already in the file
+with all their samples are skipped, so an interrupted evaluation continues where it stopped. Every
+instance's sampling seed is derived from (seed, benchmark, instance id), so a resumed run writes what
+an uninterrupted one would have. ``run.json`` records the settings the results depend on; resuming
+with different ones is an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from brorl_lib.evaluation import results as res
+from brorl_lib.evaluation.backends import Backend
+from brorl_lib.evaluation.benchmarks import (BENCHMARKS, RG_MAX_INSTANCES_PER_TASK, Instance, check_local_file,
+                                             expand, load_instances, rg_category, rg_tasks_by_category)
+from brorl_lib.evaluation.protocol import PROMPT_VERSION, RG_INSTANCES_PER_TASK, SamplingParams
+from brorl_lib.evaluation.sandbox import Limits
+from brorl_lib.evaluation.scoring import score
+from brorl_lib.validation import check_int, check_type
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """What to evaluate and how; the defaults are the paper's protocol on every benchmark."""
+
+    benchmarks: tuple[str, ...] = ("all",)  # names or groups: all, math, code, reasoning_gym (rg)
+    sampling: SamplingParams = SamplingParams()
+    seed: int = 0  # base of the per-instance sampling seeds
+    limit: int | None = None  # first ``limit`` instances per benchmark (None: all, as the paper)
+    rg_per_task: int = RG_INSTANCES_PER_TASK  # Reasoning Gym instances per task (ProRL: 100)
+    rg_tasks: tuple[str, ...] | None = None  # only these Reasoning Gym tasks (None: all of each category)
+    data: Mapping[str, str | Path] = field(default_factory=dict)  # benchmark -> local data file
+    batch_size: int = 64  # prompts per backend call; results are saved after each call
+    code_limits: Limits = Limits()
+    code_workers: int | None = None  # parallel sandbox runs (None: the number of CPU cores)
+    save_responses: bool = True  # keep response texts in the results (allows re-scoring)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "benchmarks", expand(list(self.benchmarks)))
+        check_type("sampling", self.sampling, SamplingParams, "a SamplingParams")
+        check_type("code_limits", self.code_limits, Limits, "a sandbox.Limits")
+        check_int("seed", self.seed, low=0)
+        if self.limit is not None:
+            check_int("limit", self.limit, low=1)
+        check_int("rg_per_task", self.rg_per_task, low=1, high=RG_MAX_INSTANCES_PER_TASK)
+        check_int("batch_size", self.batch_size, low=1)
+        if self.code_workers is not None:
+            check_int("code_workers", self.code_workers, low=1)
+        check_type("data", self.data, Mapping, "a mapping benchmark -> file")
+        for name, path in self.data.items():
+            if name not in self.benchmarks:
+                raise ValueError(f"data[{name!r}] is not allowed: {name!r} is not among the benchmarks {list(self.benchmarks)}")
+            check_local_file(name, path)
+        if self.rg_tasks is not None:
+            object.__setattr__(self, "rg_tasks", tuple(self.rg_tasks))
+            cats = {rg_category(t) for t in self.rg_tasks}
+            for name in self.benchmarks:
+                if BENCHMARKS[name].domain == "reasoning_gym" and BENCHMARKS[name].column not in cats:
+                    raise ValueError(f"rg_tasks={list(self.rg_tasks)} is not allowed: none is in {name} "
+                                     f"(its tasks: {list(rg_tasks_by_category()[BENCHMARKS[name].column])})")
+
+    def protocol(self) -> dict:
+        """The settings a result depends on; a resumed run must have the same."""
+        return {"sampling": self.sampling.as_dict(), "seed": self.seed, "prompt_version": PROMPT_VERSION,
+                "code_limits": asdict(self.code_limits)}
+
+    def is_full(self) -> bool:
+        """Every instance of every benchmark, as the paper (no limit, 100 per Reasoning Gym task, all tasks)."""
+        return self.limit is None and self.rg_per_task == RG_INSTANCES_PER_TASK and self.rg_tasks is None
+
+
+def instance_seed(seed: int, benchmark: str, instance_id: str) -> int:
+    """A sampling seed in [0, 2**31) from the run's seed and the instance (stable across runs and batching)."""
+    digest = hashlib.sha256(f"{seed}|{benchmark}|{instance_id}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def _check_run_info(results_dir: Path, label: str, backend: Backend, config: EvalConfig) -> dict:
+    info = res.read_run_info(results_dir, label)
+    protocol = config.protocol()
+    if info is None:
+        info = {"checkpoint": label, "model": backend.model, "protocol": protocol, "runs": []}
+    else:
+        if info["model"] != backend.model:
+            raise ValueError(f"results for label={label!r} in {results_dir} are of model {info['model']!r}, not "
+                             f"{backend.model!r}: use another label or output folder")
+        if info["protocol"] != protocol:
+            raise ValueError(f"results for label={label!r} in {results_dir} were made with {info['protocol']}; "
+                             f"this run asks for {protocol}: use the same settings, another label or another folder")
+    info["runs"].append({"backend": backend.name, "benchmarks": list(config.benchmarks), "limit": config.limit,
+                         "rg_per_task": config.rg_per_task, "rg_tasks": config.rg_tasks, "full": config.is_full(),
+                         "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
+    res.write_run_info(results_dir, label, info)
+    return info
+
+
+def _score_all(items: list[tuple[Instance, str]], config: EvalConfig) -> list[float]:
+    """Scores in order; code runs in parallel threads (subprocesses), math and Reasoning Gym in this
+    thread (math-verify's timeouts need the main thread)."""
+    scores: list[float | None] = [None] * len(items)
+    code = [i for i, (inst, _) in enumerate(items) if BENCHMARKS[inst.benchmark].domain == "code"]
+    if code:
+        workers = config.code_workers or os.cpu_count() or 1
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for i, s in zip(code, pool.map(lambda i: score(items[i][0], items[i][1], config.code_limits), code)):
+                scores[i] = s
+    for i, (inst, text) in enumerate(items):
+        if scores[i] is None:
+            scores[i] = score(inst, text, config.code_limits)
+    return scores
+
+
+def evaluate(backend: Backend, label: str, results_dir: str | Path, config: EvalConfig = EvalConfig(),
+             progress: bool = True) -> pd.DataFrame:
+    """Evaluate ``backend``'s model as checkpoint ``label``; returns its per-sample results (all of
+    them in ``results_dir``, including those of earlier, resumed runs) for ``config.benchmarks``."""
+    res.check_label(label)
+    results_dir = Path(results_dir)
+    instances = {name: load_instances(name, config.data.get(name), config.limit, config.rg_per_task, config.rg_tasks)
+                 for name in tqdm(config.benchmarks, desc="loading benchmarks", disable=not progress)}
+    _check_run_info(results_dir, label, backend, config)
+    n = config.sampling.n
+    for name, items in instances.items():
+        path = res.results_path(results_dir, label, name)
+        done = res.repair(path, n)
+        todo = [i for i in items if i.instance_id not in done]
+        bar = tqdm(total=len(items), initial=len(items) - len(todo), desc=f"{label} {name}", unit="inst",
+                   disable=not progress)
+        for start in range(0, len(todo), config.batch_size):
+            batch = todo[start:start + config.batch_size]
+            seeds = [instance_seed(config.seed, name, i.instance_id) for i in batch]
+            gens = backend.generate([i.prompt for i in batch], config.sampling, seeds)
+            if len(gens) != len(batch) or any(len(g) != n for g in gens):
+                raise RuntimeError(f"backend {backend.name} returned {[len(g) for g in gens]} samples for "
+                                   f"{len(batch)} prompts; expected {n} each")
+            flat = [(inst, j, g) for inst, samples in zip(batch, gens) for j, g in enumerate(samples)]
+            scores = _score_all([(inst, g.text) for inst, _, g in flat], config)
+            rows = []
+            for (inst, j, g), s in zip(flat, scores):
+                row = {"checkpoint": label, "benchmark": name, "domain": BENCHMARKS[name].domain, "task": inst.task,
+                       "instance_id": inst.instance_id, "sample": j, "score": s, "correct": s == 1.0,
+                       "response_tokens": g.n_tokens, "finish_reason": g.finish_reason}
+                if config.save_responses:
+                    row["response"] = g.text
+                rows.append(row)
+            res.append_rows(path, rows)
+            bar.update(len(batch))
+        bar.close()
+    return res.load_results(results_dir, [label], list(config.benchmarks))
+
+
+def evaluate_model(model: str | Path, results_dir: str | Path, config: EvalConfig = EvalConfig(),
+                   label: str | None = None, revision: str | None = None, backend: str = "auto",
+                   progress: bool = True, **backend_kwargs) -> pd.DataFrame:
+    """Load ``model`` with ``backend`` ("auto": vLLM on a GPU, else transformers) and evaluate it."""
+    from brorl_lib.evaluation.backends import make_backend
+
+    label = res.check_label(label) if label is not None else res.default_label(str(model), revision)
+    return evaluate(make_backend(backend, model, revision, **backend_kwargs), label, results_dir, config, progress)
+
+
+def same_results(a: pd.DataFrame, b: pd.DataFrame, keys: Sequence[str] = ("benchmark", "instance_id", "sample")) -> bool:
+    """True when two result sets hold the same rows (any order)."""
+    cols = [c for c in a.columns if c in b.columns]
+    sa = a[cols].sort_values(list(keys)).reset_index(drop=True)
+    sb = b[cols].sort_values(list(keys)).reset_index(drop=True)
+    return sa.equals(sb)

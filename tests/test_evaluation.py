@@ -1,0 +1,422 @@
+"""The evaluation harness on CPU: tiny model, real scorers, sandbox, per-instance results, resume, tables."""
+
+import dataclasses
+import itertools
+import json
+import shutil
+import socket
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from brorl_lib import paper
+from brorl_lib.evaluation import backends, benchmarks, metrics, results, sandbox, scoring, tables
+from brorl_lib.evaluation.cli import main as cli_main
+from brorl_lib.evaluation.protocol import SamplingParams
+from brorl_lib.evaluation.run import EvalConfig, evaluate, instance_seed, same_results
+from brorl_lib.evaluation.sandbox import Limits, run_tests
+from brorl_lib.rlvr import tasks as rlvr_tasks
+from brorl_lib.rlvr.model import TinyModelShape, build_model, save
+from brorl_lib.rlvr.tokenizer import build_tokenizer
+
+SAMPLES, MAX_TOKENS = 4, 12
+# One fast reasoning_gym task per Table 5 category, two instances each.
+RG_TASKS = ("simple_equations", "spell_backward", "arc_1d", "basic_arithmetic", "bf", "number_sequence", "maze",
+            "simple_geometry", "family_relationships", "list_functions", "syllogism")
+MATH_ROWS = [{"id": f"p{i}", "problem": f"What is {i} + {i}?", "answer": str(2 * i)} for i in (3, 4, 6)]
+CODE_ROWS = [
+    {"id": "add", "problem": "Read two integers a and b; print a + b.",
+     "tests": {"inputs": ["1 2\n", "5 5\n"], "outputs": ["3\n", "10\n"]}},
+    {"id": "twice", "problem": "Return twice x.", "tests": json.dumps({"inputs": [[2], [5]], "outputs": [[4], [10]],
+                                                                        "fn_name": "twice"})},
+]
+FAST = Limits(time_s=1.0, memory_mb=256)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """The tiny model's matrices are small: one thread is much faster than two on shared cores."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("evaluation")
+    tok = build_tokenizer()
+    for name, seed in (("tiny_a", 0), ("tiny_b", 1)):
+        save(build_model(TinyModelShape(), tok, seed), tok, root / name)
+    (root / "math.jsonl").write_text("".join(json.dumps(r) + "\n" for r in MATH_ROWS))
+    (root / "code.json").write_text(json.dumps(CODE_ROWS))
+    return root
+
+
+@pytest.fixture(scope="module")
+def backend_a(files):
+    return backends.TransformersBackend(files / "tiny_a", truncate_prompts=True)
+
+
+class CountingBackend(backends.TransformersBackend):
+    """The real transformers backend, counting the prompts it generates for."""
+
+    prompts = 0
+
+    def generate(self, prompts, params, seeds):
+        self.prompts += len(prompts)
+        return super().generate(prompts, params, seeds)
+
+
+def full_config(files) -> EvalConfig:
+    """Every column of Tables 3-5: the small local files stand in for each math and code benchmark."""
+    data = {**{n: files / "math.jsonl" for n in benchmarks.GROUPS["math"]},
+            **{n: files / "code.json" for n in benchmarks.GROUPS["code"]}}
+    return EvalConfig(benchmarks=("all",), sampling=SamplingParams(SAMPLES, 0.6, 0.95, MAX_TOKENS), seed=7,
+                      rg_per_task=2, rg_tasks=RG_TASKS, data=data, batch_size=3, code_limits=FAST, code_workers=2)
+
+
+@pytest.fixture(scope="module")
+def evaluated(files, backend_a):
+    out = files / "results"
+    a = evaluate(backend_a, "tiny-a", out, full_config(files), progress=False)
+    cfg_b = EvalConfig(benchmarks=("math", "rg"), sampling=SamplingParams(SAMPLES, 0.6, 0.95, MAX_TOKENS), seed=7,
+                       rg_per_task=2, rg_tasks=RG_TASKS, data={n: files / "math.jsonl" for n in benchmarks.GROUPS["math"]})
+    b = evaluate(backends.TransformersBackend(files / "tiny_b", truncate_prompts=True), "tiny-b", out, cfg_b, progress=False)
+    return out, a, b
+
+
+# --- protocol, validation ----------------------------------------------------------------------------
+
+def test_paper_protocol_defaults_and_validation():
+    p = SamplingParams()
+    assert (p.n, p.temperature, p.top_p, p.max_tokens) == (16, 0.6, 0.95, 32768) and p.matches_paper()
+    for kwargs, name in [({"n": 0}, "samples"), ({"temperature": 0.0}, "temperature"), ({"top_p": 1.5}, "top_p"),
+                         ({"top_p": 0.0}, "top_p"), ({"max_tokens": 0}, "max_tokens")]:
+        with pytest.raises(ValueError, match=name):
+            SamplingParams(**kwargs)
+    with pytest.raises(ValueError, match="benchmark='nope'.*choose one of"):
+        EvalConfig(benchmarks=("nope",))
+    with pytest.raises(ValueError, match="not among the benchmarks"):
+        EvalConfig(benchmarks=("aime24",), data={"amc": "x.jsonl"})
+    with pytest.raises(ValueError, match="no such file"):
+        EvalConfig(benchmarks=("aime24",), data={"aime24": "/nonexistent/aime.jsonl"})
+    with pytest.raises(ValueError, match="none is in rg_logic"):
+        EvalConfig(benchmarks=("rg_logic",), rg_tasks=("basic_arithmetic",))
+    with pytest.raises(ValueError, match="time_s"):
+        Limits(time_s=0)
+    assert EvalConfig(benchmarks=("math", "aime24", "rg")).benchmarks == (*benchmarks.GROUPS["math"], *benchmarks.GROUPS["rg"])
+
+
+# --- benchmarks --------------------------------------------------------------------------------------
+
+def test_registry_covers_the_papers_columns():
+    cols = {d: [b.column for b in benchmarks.BENCHMARKS.values() if b.domain == d] for d in benchmarks.DOMAINS}
+    assert cols == {"math": paper.MATH_COLUMNS, "code": paper.CODE_COLUMNS, "reasoning_gym": paper.RG_COLUMNS}
+    for b in benchmarks.BENCHMARKS.values():
+        assert (b.source is None) == (b.domain == "reasoning_gym")
+    from reasoning_gym.factory import DATASETS
+
+    by_cat = benchmarks.rg_tasks_by_category()
+    assert list(by_cat) == paper.RG_COLUMNS and all(by_cat.values())
+    for cat, names in by_cat.items():
+        assert all(DATASETS[t][0].__module__.startswith(f"reasoning_gym.{cat}.") for t in names)
+    outside = {t for t, (cls, _) in DATASETS.items() if cls.__module__.split(".")[1] not in by_cat}
+    assert sum(map(len, by_cat.values())) + len(outside) == len(DATASETS)
+    assert all(benchmarks.rg_category(t) for t in RG_TASKS)
+
+
+def test_reasoning_gym_held_out_seeds_avoid_training_streams():
+    # rlvr draws training items from seed*STRIDE + [0, STRIDE/4) and test items from + [STRIDE/2, ...)
+    offset = benchmarks.RG_EVAL_SEED % rlvr_tasks.SEED_STRIDE
+    assert rlvr_tasks.SEED_STRIDE // 4 <= offset and offset + benchmarks.RG_MAX_INSTANCES_PER_TASK <= rlvr_tasks.SEED_STRIDE // 2
+    assert 2**31 <= benchmarks.RG_EVAL_SEED and benchmarks.RG_EVAL_SEED + benchmarks.RG_MAX_INSTANCES_PER_TASK < 2**32
+    a = benchmarks.load_instances("rg_arithmetic", rg_per_task=5, rg_tasks=("basic_arithmetic",))
+    b = benchmarks.load_instances("rg_arithmetic", rg_per_task=5, rg_tasks=("basic_arithmetic",))
+    assert [i.prompt for i in a] == [i.prompt for i in b] and [i.instance_id for i in a][:2] == ["basic_arithmetic/0", "basic_arithmetic/1"]
+    assert all("<answer>" in i.prompt and i.reference["question"] in i.prompt for i in a)
+
+
+def test_local_files_and_missing_dataset(files, monkeypatch):
+    math_items = benchmarks.load_instances("aime24", files / "math.jsonl")
+    assert [i.instance_id for i in math_items] == ["p3", "p4", "p6"] and math_items[0].reference == "6"
+    assert "\\boxed{}" in math_items[0].prompt and "What is 3 + 3?" in math_items[0].prompt
+    code_items = benchmarks.load_instances("taco", files / "code.json", limit=2)
+    assert code_items[1].reference["fn_name"] == "twice" and "`twice`" in code_items[1].prompt
+    parquet = files / "prime.parquet"  # PRIME layout, all four code benchmarks in one file
+    pd.DataFrame([{"data_source": "apps", "prompt": [{"role": "user", "content": "Print 1."}],
+                   "reward_model": {"ground_truth": json.dumps({"inputs": [""], "outputs": ["1"]})}},
+                  {"data_source": "taco", "prompt": [{"role": "user", "content": "Print 2."}],
+                   "reward_model": {"ground_truth": json.dumps({"inputs": [""], "outputs": ["2"]})}}]).to_parquet(parquet)
+    apps = benchmarks.load_instances("apps", parquet)
+    assert len(apps) == 1 and apps[0].prompt.startswith("Print 1.") and apps[0].reference["outputs"] == ["1"]
+    import datasets.config
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)  # fail at once instead of retrying the network
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(benchmarks.DatasetUnavailable, match=r"'minerva'.*'math-ai/minervamath'.*--data minerva=PATH"):
+        benchmarks.load_instances("minerva")
+
+
+# --- scoring -----------------------------------------------------------------------------------------
+
+def test_math_scoring_uses_verl_and_math_verify():
+    assert scoring.score_math("so \\boxed{\\dfrac{1}{2}}", "\\frac12") == 1.0  # verl string normalisation
+    assert scoring.score_math("the answer is \\boxed{0.5}", "\\frac{1}{2}") == 1.0  # math-verify equivalence
+    assert scoring.score_math("\\boxed{x^2+2x+1}", "(x+1)^2") == 1.0
+    assert scoring.score_math("\\boxed{3}", "4") == 0.0
+    assert scoring.score_math("<think>\\boxed{4}</think> final: \\boxed{5}", "4") == 0.0  # only after </think>
+
+
+def test_reasoning_gym_scoring_is_continuous_and_needs_answer_tags():
+    import reasoning_gym
+
+    entry = reasoning_gym.create_dataset("spell_backward", size=1, seed=3)[0]
+    word = entry["answer"]
+    assert scoring.score_reasoning_gym(f"<think>hm</think><answer>{word}</answer>", "spell_backward", entry) == 1.0
+    partial = scoring.score_reasoning_gym(f"<answer>{word[:-1]}</answer>", "spell_backward", entry)
+    assert 0.0 < partial < 1.0
+    assert scoring.score_reasoning_gym(word, "spell_backward", entry) == 0.0  # no <answer> tag
+
+
+def test_code_extraction():
+    assert scoring.extract_code("a ```python\nprint(1)\n``` b ```py\nprint(2)\n```") == "print(2)\n"
+    assert scoring.extract_code("<think>```python\nx\n```</think>print(3)") == "print(3)"
+
+
+# --- sandbox -----------------------------------------------------------------------------------------
+
+ADD = {"inputs": ["1 2\n", "3 4\n", "10 -5\n"], "outputs": ["3\n", "7\n", "5"]}
+
+
+def test_sandbox_scores_fraction_of_tests():
+    assert run_tests("a, b = map(int, input().split())\nprint(a + b)\n", ADD, FAST).score == 1.0
+    assert run_tests("print(0)\n", ADD, FAST).score == 0.0
+    assert run_tests("a, b = map(int, input().split())\nprint(a + b if a < 5 else 0)\n", ADD, FAST).score == pytest.approx(2 / 3)
+    bad = run_tests("def f(:\n", ADD, FAST)
+    assert (bad.status, bad.score) == ("compile_error", 0.0)
+    call = {"inputs": [[1, 2], [3, 4]], "outputs": [[3], [8]], "fn_name": "add"}
+    assert run_tests("class Solution:\n    def add(self, a, b):\n        return a + b\n", call, FAST).score == 0.5
+
+
+def test_sandbox_kills_infinite_loop_quickly():
+    start = time.perf_counter()
+    res = run_tests("while True:\n    pass\n", ADD, FAST)
+    assert (res.status, res.score) == ("timeout", 0.0)
+    assert time.perf_counter() - start < FAST.time_s + 3  # stopped at the first test's limit
+
+
+@pytest.mark.parametrize("layers", ["all", "socket shim only"])
+def test_sandbox_blocks_network(layers, monkeypatch):
+    if layers != "all":
+        monkeypatch.setattr(sandbox, "network_isolation", lambda: ())  # as on a machine without unshare
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    code = (f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=1)\ns.sendall(b'hi')\n"
+            "a, b = map(int, input().split())\nprint(a + b)\n")
+    try:
+        assert run_tests(code, ADD, FAST).score == 0.0
+        raw = "import _socket\n_socket.socket()\na, b = map(int, input().split())\nprint(a + b)\n"
+        assert run_tests(raw, ADD, FAST).score == 0.0
+        server.settimeout(0.2)
+        with pytest.raises(TimeoutError):
+            server.accept()  # no connection ever reached the listener
+    finally:
+        server.close()
+    assert sandbox.network_isolation() == () or sandbox.network_isolation()[0].endswith("unshare")
+
+
+def test_sandbox_stops_memory_hog():
+    limits = Limits(time_s=10.0, memory_mb=256)
+    start = time.perf_counter()
+    res = run_tests("a = []\nwhile True:\n    a.append(' ' * 10**8)\n", ADD, limits)
+    assert (res.status, res.score) == ("ok", 0.0)  # a MemoryError, long before the time limit
+    assert time.perf_counter() - start < limits.time_s
+
+
+# --- backends ----------------------------------------------------------------------------------------
+
+def test_transformers_backend_is_seeded_per_prompt(backend_a):
+    params = SamplingParams(3, 0.6, 0.95, 8)
+    one = backend_a.generate(["What is 1+1?", "Spell cat"], params, [11, 12])
+    two = backend_a.generate(["Spell cat"], params, [12])
+    other = backend_a.generate(["Spell cat"], params, [13])
+    assert len(one) == 2 and all(len(g) == 3 for g in one)
+    assert one[1] == two[0] and one[1] != other[0]  # same seed, same samples, whatever the batch
+    for g in itertools.chain(*one):
+        assert 1 <= g.n_tokens <= 8 and g.finish_reason in ("stop", "length")
+        assert g.finish_reason == "stop" or g.n_tokens == 8
+    with pytest.raises(ValueError, match="one per prompt"):
+        backend_a.generate(["a"], params, [1, 2])
+
+
+def test_transformers_backend_long_prompt(files):
+    strict = backends.TransformersBackend(files / "tiny_a")
+    with pytest.raises(ValueError, match="truncate_prompts"):
+        strict.generate(["x" * 200], SamplingParams(1, 0.6, 0.95, 8), [0])
+
+
+def test_vllm_backend_says_what_is_missing(files):
+    if backends.vllm_usable():
+        pytest.skip("vLLM and a GPU are present")
+    with pytest.raises(RuntimeError, match="vLLM|CUDA GPU"):
+        backends.VLLMBackend(files / "tiny_a")
+    assert isinstance(backends.default_backend(files / "tiny_a"), backends.TransformersBackend)
+
+
+# --- metrics -----------------------------------------------------------------------------------------
+
+def test_pass_at_k_is_the_unbiased_estimator():
+    for n, c, k in [(5, 2, 1), (5, 2, 3), (6, 0, 2), (6, 6, 4), (7, 3, 7)]:
+        subsets = list(itertools.combinations([1] * c + [0] * (n - c), k))
+        assert metrics.pass_at_k(n, c, k) == pytest.approx(np.mean([any(s) for s in subsets]))
+    assert metrics.pass_at_k(16, 5, 1) == pytest.approx(5 / 16)
+    with pytest.raises(ValueError, match="k=17"):
+        metrics.pass_at_k(16, 5, 17)
+
+
+def synthetic(checkpoint, rng, shift=0.0):
+    """Per-sample rows, 4 samples and 5 instances per task; Reasoning Gym categories hold 1 or 3 tasks."""
+    rows = []
+    for k, (name, b) in enumerate(benchmarks.BENCHMARKS.items()):
+        task_names = [f"{b.column}_t{j}" for j in range(1 + 2 * (k % 2))] if b.domain == "reasoning_gym" else [name]
+        for task in task_names:
+            for i in range(5):
+                p = min(1.0, rng.uniform(0, 0.8) + shift)
+                for s in range(4):
+                    hit = rng.random() < p
+                    score = float(hit) if b.domain == "math" else float(hit) * float(rng.choice([0.5, 1.0]))
+                    rows.append({"checkpoint": checkpoint, "benchmark": name, "domain": b.domain, "task": task,
+                                 "instance_id": f"{task}/{i}", "sample": s, "score": score, "correct": score == 1.0,
+                                 "response_tokens": 10, "finish_reason": "stop"})
+    return pd.DataFrame(rows)
+
+
+def test_domain_aggregation_and_paired_test():
+    rng = np.random.default_rng(0)
+    df = pd.concat([synthetic("a", rng), synthetic("b", rng, shift=0.15)], ignore_index=True)
+    cols = metrics.column_scores(df).set_index("checkpoint")
+    inst = df.assign(m=np.where(df["domain"] == "code", df["correct"].astype(float), df["score"]))
+    per_inst = inst.groupby(["checkpoint", "benchmark", "task", "instance_id"])["m"].mean().reset_index()
+    a = per_inst[per_inst["checkpoint"] == "a"]
+    bench = a.groupby("benchmark")["m"].mean()
+    assert cols.loc["a", "math_avg"] == pytest.approx(bench[list(benchmarks.GROUPS["math"])].mean())
+    assert cols.loc["a", "code_avg"] == pytest.approx(bench[list(benchmarks.GROUPS["code"])].mean())
+    rg = a[a["benchmark"].str.startswith("rg_")]
+    assert cols.loc["a", "rg_avg"] == pytest.approx(rg.groupby("task")["m"].mean().mean())  # mean over tasks
+    cat_mean = rg.groupby("benchmark")["m"].mean().mean()
+    assert cols.loc["a", "rg_category_mean"] == pytest.approx(cat_mean) and abs(cat_mean - cols.loc["a", "rg_avg"]) > 1e-6
+    test = metrics.paired_comparison(df, "b", "a")
+    b = per_inst[per_inst["checkpoint"] == "b"]
+    ref = sps.ttest_rel(b["m"].to_numpy(), a["m"].to_numpy(), alternative="greater")
+    assert test["n"] == len(a) and test["n_unpaired"] == 0
+    assert test["t"] == pytest.approx(ref.statistic) and test["p"] == pytest.approx(ref.pvalue) and test["t"] > 0
+    with pytest.raises(ValueError, match="treatment='zz'"):
+        metrics.paired_comparison(df, "zz", "a")
+    partial = metrics.column_scores(df[df["benchmark"] != "aime24"]).set_index("checkpoint")
+    assert np.isnan(partial.loc["a", "math_avg"])  # an average needs every column, as the paper's
+
+
+# --- the whole path ----------------------------------------------------------------------------------
+
+def test_evaluate_writes_every_sample_with_real_scores(evaluated, files):
+    out, a, _ = evaluated
+    cfg = full_config(files)
+    expected = 6 * len(MATH_ROWS) + 4 * len(CODE_ROWS) + 2 * len(RG_TASKS)
+    assert len(a) == expected * SAMPLES and set(a["benchmark"]) == set(benchmarks.BENCHMARKS)
+    assert (a.groupby(["benchmark", "instance_id"])["sample"].apply(sorted) == [list(range(SAMPLES))] * expected).all()
+    assert a["score"].between(0, 1).all() and (a["correct"] == (a["score"] == 1.0)).all()
+    assert a["response_tokens"].between(1, MAX_TOKENS).all()
+    assert (a.loc[a["finish_reason"] == "length", "response_tokens"] == MAX_TOKENS).all()
+    # re-scoring the saved responses with the real scorers gives the saved scores
+    full = results.load_results(out, ["tiny-a"], responses=True)
+    items = {(i.benchmark, i.instance_id): i for name in cfg.benchmarks
+             for i in benchmarks.load_instances(name, cfg.data.get(name), None, cfg.rg_per_task, cfg.rg_tasks)}
+    for row in full.itertuples():
+        assert scoring.score(items[row.benchmark, row.instance_id], row.response, FAST) == row.score
+    info = results.read_run_info(out, "tiny-a")
+    assert info["protocol"]["sampling"] == {"n": SAMPLES, "temperature": 0.6, "top_p": 0.95, "max_tokens": MAX_TOKENS}
+    assert info["protocol"]["seed"] == 7 and info["runs"][-1]["full"] is False
+
+
+def test_resume_generates_only_missing_instances(evaluated, files):
+    out, a, _ = evaluated
+    resumed = files / "resumed"
+    shutil.copytree(out / "tiny-a", resumed / "tiny-a")
+    math_file = resumed / "tiny-a" / "math500.jsonl"
+    lines = math_file.read_text().splitlines(keepends=True)
+    math_file.write_text("".join(lines[:-SAMPLES + 1]) + lines[-1][:25])  # last instance: one row, then a cut line
+    (resumed / "tiny-a" / "rg_logic.jsonl").unlink()
+    counting = CountingBackend(files / "tiny_a", truncate_prompts=True)
+    again = evaluate(counting, "tiny-a", resumed, full_config(files), progress=False)
+    assert counting.prompts == 1 + 2  # one math instance, the two rg_logic instances
+    assert same_results(again, a)  # the same samples as the uninterrupted run, to the response text
+    assert same_results(*(results.load_results(d, ["tiny-a"], responses=True) for d in (resumed, out)))
+    assert len(math_file.read_text().splitlines()) == len(MATH_ROWS) * SAMPLES
+    counting.prompts = 0
+    evaluate(counting, "tiny-a", resumed, full_config(files), progress=False)
+    assert counting.prompts == 0
+    with pytest.raises(ValueError, match="were made with"):
+        other = dataclasses.replace(full_config(files), seed=8)
+        evaluate(counting, "tiny-a", resumed, other, progress=False)
+
+
+def test_instance_seeds_are_stable_and_distinct():
+    seeds = {instance_seed(0, "aime24", str(i)) for i in range(1000)}
+    assert len(seeds) == 1000 and all(0 <= s < 2**31 for s in seeds)
+    assert instance_seed(0, "aime24", "1") == instance_seed(0, "aime24", "1") != instance_seed(1, "aime24", "1")
+
+
+def test_tables_have_reported_and_reproduced_rows(evaluated, out_dir):
+    out, a, b = evaluated
+    t = tables.paper_tables_with_reproduced(out, {"tiny-b": {"method": "tiny B", "n_rollouts": 4}})
+    assert set(t) == {"table3_math", "table4_code", "table5_reasoning_gym"}
+    for name, table in t.items():
+        reported = table[table["source"] == "reported"]
+        pd.testing.assert_frame_equal(reported[paper.load(name).columns].reset_index(drop=True), paper.load(name),
+                                      check_dtype=False)
+    t3, t4, t5 = (t[n].set_index("method") for n in ("table3_math", "table4_code", "table5_reasoning_gym"))
+    assert list(t3.loc[["tiny-a", "tiny B"], "source"]) == ["reproduced"] * 2 and t3.loc["tiny B", "n_rollouts"] == 4
+    assert "tiny B" not in t4.index  # tiny-b was not evaluated on code
+    # reproduced cells recomputed straight from the JSONL rows
+    rows = [json.loads(x) for x in (out / "tiny-a" / "apps.jsonl").read_text().splitlines()]
+    per = pd.DataFrame(rows).groupby("instance_id")["correct"].mean()
+    assert t4.loc["tiny-a", "apps"] == pytest.approx(100 * per.mean())
+    assert t3.loc["tiny-a", "math_avg"] == pytest.approx(t3.loc["tiny-a", paper.MATH_COLUMNS].mean())
+    assert t4.loc["tiny-a", "code_avg"] == pytest.approx(t4.loc["tiny-a", paper.CODE_COLUMNS].mean())
+    rg = a[a["domain"] == "reasoning_gym"]
+    assert t5.loc["tiny-a", "rg_avg"] == pytest.approx(100 * rg.groupby("task")["score"].mean().mean())
+    assert t5.loc["tiny-a", "rg_category_mean"] == pytest.approx(t5.loc["tiny-a", paper.RG_COLUMNS].mean())
+    assert np.isnan(t5.loc["Baseline", "rg_category_mean"])
+    test = metrics.paired_comparison(pd.concat([a, b]), "tiny-b", "tiny-a", domains=("math", "reasoning_gym"))
+    assert test["n"] == 6 * len(MATH_ROWS) + 2 * len(RG_TASKS) and test["n_unpaired"] == 0
+    saved = tables.save_paper_tables_with_reproduced(out)
+    assert [s.provenance for s in saved] == ["scaled-down"] * 3  # 4 samples, not the paper's 16
+    assert "source=reproduced" in (out_dir / "table4_code_evaluated.md").read_text()
+
+
+def test_cli_validates_then_evaluates(files, capsys):
+    base = ["--model", str(files / "tiny_a"), "--out", str(files / "cli"), "--backend", "transformers"]
+    for extra, message in [(["--samples", "0"], "samples"), (["--benchmarks", "nope"], "choose one of"),
+                           (["--benchmarks", "aime24", "--data", "aime24=/no/file.jsonl"], "no such file"),
+                           (["--samples", "2", "--k", "3"], "--k 3"), (["--top-p", "2"], "top_p"),
+                           (["--data", "aime24"], "BENCHMARK=PATH")]:
+        with pytest.raises(SystemExit) as exc:
+            cli_main(base + extra)
+        assert exc.value.code == 2 and message in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli_main(["--model", "not/a/hub/id/or/folder", "--out", "x"])
+    assert "owner/name" in capsys.readouterr().err
+    code = cli_main(base + ["--benchmarks", "math500", "--data", f"math500={files / 'math.jsonl'}", "--samples", "2",
+                            "--max-tokens", "8", "--limit", "2", "--truncate-prompts", "--k", "1", "2", "--no-progress"])
+    printed = capsys.readouterr().out
+    assert code == 0 and "math500" in printed and "pass@2" in printed
+    assert len((files / "cli" / "tiny_a" / "math500.jsonl").read_text().splitlines()) == 2 * 2
