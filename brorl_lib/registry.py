@@ -47,6 +47,19 @@ NOTEBOOKS: tuple[NotebookSpec, ...] = (
         data_files=("data/paper/*",),
         timeout_s=600,
     ),
+    NotebookSpec(
+        name="04_laptop_rlvr",
+        title="The LLM experiment at laptop scale: tiny LM, N=16 vs N=512 at equal samples (Figures 1/4, Tables 1/2)",
+        config="brorl_lib.rlvr.report:LaptopRLVRConfig",
+        timeout_s=3600,
+    ),
+    NotebookSpec(
+        name="05_verl_training",
+        title="The real recipe on verl: data, ProRL/BroRL configs, launch plan, logs and evaluations to figures",
+        config="brorl_lib.verl_recipe.report:VerlTrainingConfig",
+        data_files=("data/runs/verl/**/*", "data/runs/eval/**/*", "data/paper/*"),
+        timeout_s=600,
+    ),
 )
 
 

@@ -1,0 +1,263 @@
+"""The two arms as verl 0.9.1 configs, composed with Hydra against verl's own ``ppo_trainer.yaml``.
+
+Both arms share one ProRLv2-like base (paper §3.1): PPO-clip with clip-higher, token-mean loss,
+the REINFORCE++-baseline advantage, a KL loss to the reference policy, dynamic sampling
+(``algorithm.filter_groups``), truncated importance sampling, 16k responses. The BroRL paper gives
+none of these numbers; each constant below says where it comes from (paper-notes §7) or that it is
+our choice. The arms differ only in N, prompts per step, the PPO mini-batch size (the mini-batch
+*count* per step is the same) and the learning rate, scaled by sqrt(samples-per-step ratio).
+
+Composing against verl's config directory means a misspelt key fails here, as it would in
+``python -m verl.trainer.main_ppo``; ``validate`` then runs verl's own ``validate_config``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from brorl_lib.rlvr.algorithm import scaled_learning_rate
+from brorl_lib.validation import check_choice, check_int, check_positive
+
+# The paper's arms (§4.2.1): rollouts per prompt N and prompts per RL step.
+PAPER_ARMS: dict[str, tuple[int, int]] = {"prorl": (16, 512), "brorl": (512, 128)}
+BASE_ARM = "prorl"  # the learning rate is given for this arm and scaled for the other
+
+# --- values the BroRL paper omits (paper-notes §3.1, §7) ---
+BASE_LR = 1e-6  # ProRLv2 public recipe (OpenRLHF train_prorlv2_math: actor lr 1e-6); ProRL v1 used 2e-6
+PPO_MINI_BATCHES = 4  # ProRL v1: batch 256 prompts, mini-batch 64, so 4 updates per rollout step
+CLIP_LOW = 0.20  # ProRLv2 (Notion): epsilon_low
+CLIP_HIGH = 0.28  # ProRLv2 (Notion): epsilon_high; NeMo RL prorlv2.yaml and OpenRLHF use 0.27, ProRL v1 0.4
+ADV_ESTIMATOR = "reinforce_plus_plus_baseline"  # ProRLv2: group-mean baseline, then global-batch normalisation
+LOSS_AGG_MODE = "token-mean"  # ProRLv2 / NeMo RL: token-level loss
+KL_LOSS_COEF = 1e-4  # NeMo RL prorlv2.yaml reference_policy_kl_penalty; OpenRLHF init_kl_coef
+KL_LOSS_TYPE = "k2"  # ProRLv2: k2 estimator. verl's k2 = (log-ratio)^2 / 2 has no clamp (ProRLv2 clamps to [-10, 10])
+ROLLOUT_IS = "token"  # truncated importance sampling (paper §3.1): token-level weights
+ROLLOUT_IS_THRESHOLD = "0.5_5.0"  # ICE-POP bounds [0.5, 5.0] of NeMo RL prorlv2.yaml and OpenRLHF's ProRLv2 script
+FILTER_METRIC = "acc"  # dynamic sampling drops groups whose acc is all 0 or all 1 (DAPO; reward returns acc)
+TEMPERATURE = 1.2  # ProRL v1 rollout temperature; ProRLv2 does not state its own
+VAL_TEMPERATURE = 0.6  # BroRL App. D / ProRL evaluation: temperature 0.6
+VAL_TOP_P = 0.95  # BroRL App. D: top-p 0.95
+VAL_SAMPLES = 16  # BroRL App. D: pass@1 averaged over 16 samples (here at the 16k training length, not 32k)
+MAX_RESPONSE_LENGTH = 16384  # BroRL §4.2.1: context extended to 16,384 tokens
+MAX_PROMPT_LENGTH = 2048  # our choice: the longest default Reasoning Gym prompt is ~1.2k tokens
+TOKENS_PER_GPU = 2 * (MAX_PROMPT_LENGTH + MAX_RESPONSE_LENGTH)  # our choice: dynamic batches of 2 full sequences
+GPU_MEMORY_UTILIZATION = 0.8  # our choice: vLLM's share of GPU memory between training phases
+ROLLOUT_TP = 1  # our choice: a 1.5B model fits one GPU per vLLM replica
+PROJECT = "brorl"  # trainer.project_name
+REWARD_PATH = "pkg://brorl_lib.verl_recipe.rewards"  # verl imports it by module name (repo on PYTHONPATH)
+MATH_VERIFY_BACKEND = "pool"  # see rewards.py: verl's process pool, safe in verl's reward threads
+
+_SAFE = re.compile(r"^[A-Za-z0-9_./:@+-]*$")
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm: ``rollouts`` samples per prompt (N), ``prompts_per_step`` prompts per RL step."""
+
+    name: str
+    rollouts: int
+    prompts_per_step: int
+    steps: int  # RL steps to train
+    mini_batches: int = PPO_MINI_BATCHES  # PPO mini-batches per step
+
+    def __post_init__(self) -> None:
+        check_choice("arm", self.name, PAPER_ARMS)
+        check_int(f"{self.name}_rollouts", self.rollouts, low=2)  # a group baseline needs >= 2 samples
+        check_int(f"{self.name}_prompts_per_step", self.prompts_per_step, low=1)
+        check_int(f"{self.name}_steps", self.steps, low=1)
+        check_int("ppo_mini_batches", self.mini_batches, low=1)
+        if self.prompts_per_step % self.mini_batches:
+            raise ValueError(f"{self.name}_prompts_per_step={self.prompts_per_step} is not allowed: it must be divisible "
+                             f"by ppo_mini_batches={self.mini_batches} (the same mini-batch count in both arms)")
+
+    @property
+    def samples_per_step(self) -> int:
+        """Samples kept per step after dynamic sampling: N x prompts."""
+        return self.rollouts * self.prompts_per_step
+
+    @property
+    def mini_batch_prompts(self) -> int:
+        """verl's ``ppo_mini_batch_size``, counted in prompts (verl multiplies it by N)."""
+        return self.prompts_per_step // self.mini_batches
+
+
+def learning_rate(arm: Arm, base: Arm, base_lr: float = BASE_LR) -> float:
+    """Paper §4.2.1: lr of ``arm`` = base_lr x sqrt(its samples per step / the base arm's)."""
+    return scaled_learning_rate(base_lr, base.samples_per_step, arm.samples_per_step)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Where and on what the run happens; every path absolute (Ray workers do not share a cwd)."""
+
+    model_path: str
+    train_files: tuple[str, ...]
+    val_files: tuple[str, ...]
+    checkpoint_dir: str  # the arm's checkpoints go to <checkpoint_dir>/<arm>
+    nnodes: int = 8  # paper: 64 H100; 8 nodes x 8 is our reading (paper-notes §3.2)
+    n_gpus_per_node: int = 8
+    run_name: str = "brorl-repro"
+    base_lr: float = BASE_LR
+    temperature: float = TEMPERATURE
+    test_freq: int = 10  # our choice: validation every 10 steps gives Figure 4's curves
+    save_freq: int = 10  # our choice: a checkpoint every 10 steps bounds lost work on a crash
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_int("nnodes", self.nnodes, low=1)
+        check_int("n_gpus_per_node", self.n_gpus_per_node, low=1)
+        check_positive("base_lr", self.base_lr)
+        check_positive("temperature", self.temperature)
+        check_int("test_freq", self.test_freq, low=1)
+        check_int("save_freq", self.save_freq, low=1)
+        check_int("seed", self.seed, low=0)
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", self.run_name):
+            raise ValueError(f"run_name={self.run_name!r} is not allowed: use letters, digits, '_', '.', '-'")
+        for name, value in (("model_path", self.model_path), ("checkpoint_dir", self.checkpoint_dir),
+                            *(("train_files", f) for f in self.train_files), *(("val_files", f) for f in self.val_files)):
+            if "'" in value or "\\" in value:
+                raise ValueError(f"{name}={value!r} is not allowed: no quotes or backslashes in paths")
+
+
+def hydra_value(text: str) -> str:
+    """``text`` as a Hydra override value: as is when plain, else single-quoted."""
+    return text if text and _SAFE.match(text) else f"'{text}'"
+
+
+def _path_list(paths: tuple[str, ...]) -> str:
+    return "[" + ",".join(hydra_value(p) for p in paths) + "]"
+
+
+def overrides(arm: Arm, base: Arm, cluster: Cluster) -> list[str]:
+    """Hydra overrides of ``ppo_trainer.yaml`` for one arm: what the launch script passes to main_ppo."""
+    lr = learning_rate(arm, base, cluster.base_lr)
+    return [
+        # algorithm (paper §3.1; values: module constants)
+        f"algorithm.adv_estimator={ADV_ESTIMATOR}",
+        "algorithm.use_kl_in_reward=false",
+        "critic.enable=false",  # no value model: the advantage's baseline is the group mean
+        "algorithm.filter_groups.enable=true",
+        f"algorithm.filter_groups.metric={FILTER_METRIC}",
+        f"algorithm.rollout_correction.rollout_is={ROLLOUT_IS}",
+        f"algorithm.rollout_correction.rollout_is_threshold={ROLLOUT_IS_THRESHOLD}",  # Hydra reads it as a string
+        # data
+        f"data.train_files={_path_list(cluster.train_files)}",
+        f"data.val_files={_path_list(cluster.val_files)}",
+        f"data.train_batch_size={arm.prompts_per_step}",
+        f"data.max_prompt_length={MAX_PROMPT_LENGTH}",
+        f"data.max_response_length={MAX_RESPONSE_LENGTH}",
+        "data.filter_overlong_prompts=true",
+        f"data.seed={cluster.seed}",
+        # model and actor
+        f"actor_rollout_ref.model.path={hydra_value(cluster.model_path)}",
+        "actor_rollout_ref.model.use_remove_padding=true",
+        "actor_rollout_ref.model.enable_gradient_checkpointing=true",
+        f"actor_rollout_ref.actor.optim.lr={lr!r}",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={arm.mini_batch_prompts}",
+        "actor_rollout_ref.actor.use_dynamic_bsz=true",
+        f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={TOKENS_PER_GPU}",
+        f"actor_rollout_ref.actor.clip_ratio_low={CLIP_LOW}",
+        f"actor_rollout_ref.actor.clip_ratio_high={CLIP_HIGH}",
+        f"actor_rollout_ref.actor.loss_agg_mode={LOSS_AGG_MODE}",
+        "actor_rollout_ref.actor.use_kl_loss=true",
+        f"actor_rollout_ref.actor.kl_loss_coef={KL_LOSS_COEF}",
+        f"actor_rollout_ref.actor.kl_loss_type={KL_LOSS_TYPE}",
+        "actor_rollout_ref.actor.entropy_coeff=0",
+        "actor_rollout_ref.ref.log_prob_use_dynamic_bsz=true",
+        # rollout
+        "actor_rollout_ref.rollout.name=vllm",
+        f"actor_rollout_ref.rollout.n={arm.rollouts}",
+        f"actor_rollout_ref.rollout.temperature={cluster.temperature}",
+        f"actor_rollout_ref.rollout.tensor_model_parallel_size={ROLLOUT_TP}",
+        f"actor_rollout_ref.rollout.gpu_memory_utilization={GPU_MEMORY_UTILIZATION}",
+        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true",
+        f"actor_rollout_ref.rollout.val_kwargs.temperature={VAL_TEMPERATURE}",
+        f"actor_rollout_ref.rollout.val_kwargs.top_p={VAL_TOP_P}",
+        f"actor_rollout_ref.rollout.val_kwargs.n={VAL_SAMPLES}",
+        "actor_rollout_ref.rollout.val_kwargs.do_sample=true",
+        # reward
+        f"reward.custom_reward_function.path={REWARD_PATH}",
+        "reward.custom_reward_function.name=compute_score",
+        f"+reward.custom_reward_function.reward_kwargs.math_verify={MATH_VERIFY_BACKEND}",
+        # trainer: logging, schedule, checkpoints, resume, cluster shape
+        "trainer.logger=[console,file]",
+        f"trainer.project_name={PROJECT}",
+        f"trainer.experiment_name={cluster.run_name}-{arm.name}",
+        f"trainer.nnodes={cluster.nnodes}",
+        f"trainer.n_gpus_per_node={cluster.n_gpus_per_node}",
+        f"trainer.total_training_steps={arm.steps}",
+        "trainer.total_epochs=100000",  # the step count ends the run, never the epochs
+        f"trainer.test_freq={cluster.test_freq}",
+        f"trainer.save_freq={cluster.save_freq}",
+        "trainer.val_before_train=true",
+        "trainer.resume_mode=auto",
+        f"trainer.default_local_dir={hydra_value(str(Path(cluster.checkpoint_dir) / arm.name))}",
+    ]
+
+
+def verl_config_dir() -> Path:
+    """verl's own Hydra config directory (found without importing verl)."""
+    spec = importlib.util.find_spec("verl")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("verl is not installed: pip install verl==0.9.1")
+    return Path(spec.submodule_search_locations[0]) / "trainer" / "config"
+
+
+def compose(override_list: list[str]):
+    """``ppo_trainer.yaml`` with ``override_list`` applied, as ``main_ppo`` would see it (a DictConfig)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
+        return hydra_compose("ppo_trainer", overrides=list(override_list))
+
+
+def validate(cfg) -> None:
+    """verl's own ``validate_config`` (batch sizes, micro-batches, actor checks) and AlgoConfig."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import omega_conf_to_dataclass, validate_config
+
+    with contextlib.redirect_stdout(io.StringIO()):  # it prints a success line
+        validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    omega_conf_to_dataclass(cfg.algorithm)
+
+
+def to_yaml(cfg) -> str:
+    """The resolved config as YAML (what the run used, every interpolation filled in)."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_yaml(cfg, resolve=True)
+
+
+def flatten(cfg) -> dict[str, object]:
+    """Resolved config as {"a.b.c": value} over its leaves (lists kept whole)."""
+    from omegaconf import OmegaConf
+
+    out: dict[str, object] = {}
+
+    def walk(node, prefix: str) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, f"{prefix}.{k}" if prefix else str(k))
+        else:
+            out[prefix] = node
+
+    walk(OmegaConf.to_container(cfg, resolve=True), "")
+    return out
+
+
+def config_diff(configs: dict[str, object]) -> pd.DataFrame:
+    """Keys whose values differ between the composed arms, one column per arm."""
+    flat = {name: flatten(cfg) for name, cfg in configs.items()}
+    keys = sorted(set().union(*flat.values()))
+    rows = [{"key": k, **{n: f.get(k) for n, f in flat.items()}} for k in keys
+            if len({yaml.safe_dump(f.get(k)) for f in flat.values()}) > 1]
+    return pd.DataFrame(rows, columns=["key", *configs])

@@ -1,0 +1,235 @@
+"""Training and validation data in verl's parquet schema (verl-notes §5), deterministic for a seed.
+
+One row per prompt: ``data_source`` ("<family>.<name>", the reward function dispatches on the
+family), ``prompt`` (chat messages), ``ability`` (the family), ``reward_model`` ({"style": "rule",
+"ground_truth": str}) and ``extra_info`` (index, split, family, task, and for Reasoning Gym the
+whole entry as JSON, which ``score_answer`` needs). Reasoning Gym tasks are generated locally;
+math, STEM and code come from a Hugging Face dataset id or a local JSON/JSONL/parquet file, loaded
+only when asked for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import zlib
+from pathlib import Path
+
+import pandas as pd
+
+from brorl_lib import atomic
+from brorl_lib.validation import check_int
+from brorl_lib.verl_recipe.codec import encode_entry
+from brorl_lib.verl_recipe.tasks import available_tasks
+
+FAMILIES = ("reasoning_gym", "math", "stem", "code")
+COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
+EXTRA_KEYS = ("index", "split", "family", "task", "entry")
+# Fields a local or Hugging Face record must have, per family (DeepScaleR-style for math and STEM;
+# code tests as in PRIME's Eurus-2-RL data: {"inputs": [...], "outputs": [...]}, a dict or JSON text).
+RECORD_FIELDS = {"math": ("problem", "answer"), "stem": ("problem", "answer"), "code": ("problem", "tests")}
+LOCAL_SUFFIXES = (".json", ".jsonl", ".parquet")
+
+# Prompt suffixes. Math: the DeepScaleR/ProRL v1 instruction (paper-notes §7.1); Reasoning Gym: ProRL
+# puts answers in <answer> tags (§7.1), the wording is ours; STEM like math and code: our choice.
+MATH_INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
+RG_INSTRUCTION = "Think step by step, then give only the final answer inside <answer></answer> tags."
+CODE_INSTRUCTION = ("Write a Python 3 program that reads standard input and writes standard output. "
+                    "Put the program in one ```python code block.")
+INSTRUCTIONS = {"reasoning_gym": RG_INSTRUCTION, "math": MATH_INSTRUCTION, "stem": MATH_INSTRUCTION,
+                "code": CODE_INSTRUCTION}
+
+
+def data_source(family: str, name: str) -> str:
+    """verl's ``data_source`` of a row: "<family>.<name>" (no "/", so metric names stay parseable)."""
+    return f"{family}.{name}"
+
+
+def split_source(source: str) -> tuple[str, str]:
+    """("reasoning_gym", "countdown") from "reasoning_gym.countdown"; ValueError for an unknown family."""
+    family, _, name = source.partition(".")
+    if family not in FAMILIES or not name:
+        raise ValueError(f"data_source={source!r} is not allowed: expected '<family>.<name>' "
+                         f"with family in {list(FAMILIES)}")
+    return family, name
+
+
+def _row(family: str, name: str, question: str, ground_truth: str, split: str, index: int, entry: str = "") -> dict:
+    return {
+        "data_source": data_source(family, name),
+        "prompt": [{"role": "user", "content": f"{question.rstrip()}\n\n{INSTRUCTIONS[family]}"}],
+        "ability": family,
+        "reward_model": {"style": "rule", "ground_truth": ground_truth},
+        "extra_info": {"index": index, "split": split, "family": family, "task": name, "entry": entry},
+    }
+
+
+def task_seed(seed: int, task: str, split: str) -> int:
+    """A reasoning_gym seed per (seed, task, split): stable across runs and machines (crc32, not hash())."""
+    return (seed * 1_000_003 + zlib.crc32(f"{task}/{split}".encode())) % 2**31
+
+
+def check_tasks(tasks: list[str] | tuple[str, ...], name: str = "rg_tasks") -> None:
+    """A non-empty list of distinct Reasoning Gym task names this recipe accepts."""
+    if not isinstance(tasks, (list, tuple)) or not tasks:
+        raise ValueError(f"{name}={tasks!r} is not allowed: expected a non-empty list of Reasoning Gym task names")
+    unknown = [t for t in tasks if t not in available_tasks()]
+    if unknown:
+        raise ValueError(f"{name} holds unknown or excluded tasks {unknown}: choose from {list(available_tasks())}")
+    if len(set(tasks)) != len(tasks):
+        raise ValueError(f"{name}={list(tasks)} is not allowed: a task is listed twice")
+
+
+def reasoning_gym_rows(task: str, count: int, split: str, seed: int) -> list[dict]:
+    """``count`` rows of one task, generated locally by ``reasoning_gym.create_dataset``."""
+    import reasoning_gym
+
+    check_tasks([task], "task")
+    check_int("count", count, low=0)
+    if count == 0:
+        return []
+    with contextlib.redirect_stdout(io.StringIO()):  # some generators (bf) print progress dots
+        ds = reasoning_gym.create_dataset(task, size=count, seed=task_seed(seed, task, split))
+        entries = list(ds)
+    return [_row("reasoning_gym", task, e["question"], "" if e["answer"] is None else str(e["answer"]), split, i,
+                 encode_entry(e)) for i, e in enumerate(entries)]
+
+
+def reasoning_gym_frames(tasks: list[str], train_per_task: int, val_per_task: int,
+                         seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Train and validation rows of every task; a training question equal to a validation one is dropped."""
+    check_tasks(tasks)
+    check_int("rg_train_per_task", train_per_task, low=0)
+    check_int("rg_val_per_task", val_per_task, low=0)
+    train, val = [], []
+    for task in tasks:
+        v = reasoning_gym_rows(task, val_per_task, "val", seed)
+        held_out = {r["prompt"][0]["content"] for r in v}
+        rows = reasoning_gym_rows(task, train_per_task, "train", seed)
+        train += [r for r in rows if r["prompt"][0]["content"] not in held_out]
+        val += v
+    return _frame(train), _frame(val)
+
+
+def _frame(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def is_local(source: str) -> bool:
+    """A local file (by suffix, or because it exists) rather than a Hugging Face dataset id."""
+    return source.endswith(LOCAL_SUFFIXES) or Path(source).expanduser().exists() or source.startswith(("/", ".", "~"))
+
+
+def load_records(source: str, family: str, param: str) -> pd.DataFrame:
+    """Records of a math/STEM/code dataset: a local JSON/JSONL/parquet file or a Hugging Face dataset id.
+
+    Nothing is fetched unless this is called with a dataset id; a missing file or an unreachable id
+    raises FileNotFoundError naming ``param``, the dataset, and how to supply a local copy.
+    """
+    fields = RECORD_FIELDS[family]
+    how = (f"supply a local JSON, JSONL or parquet file of records with fields {list(fields)} "
+           f"(e.g. download it on a machine with network access and set {param} to its path)")
+    if is_local(source):
+        path = Path(source).expanduser()
+        if not path.is_file():
+            raise FileNotFoundError(f"{param}={source!r}: no such file; {how}")
+        if path.suffix == ".parquet":
+            df = pd.read_parquet(path)
+        elif path.suffix in (".json", ".jsonl"):
+            df = pd.read_json(path, lines=path.suffix == ".jsonl", dtype=False)
+        else:
+            raise ValueError(f"{param}={source!r} is not allowed: the file must end in one of {list(LOCAL_SUFFIXES)}")
+    else:
+        try:
+            import datasets  # imported here only: nothing downloads at import
+
+            df = datasets.load_dataset(source, split="train").to_pandas()
+        except Exception as err:  # noqa: BLE001 - no network, unknown id, gated dataset: all mean "missing"
+            raise FileNotFoundError(f"{param}={source!r}: the Hugging Face dataset {source} could not be loaded "
+                                    f"({type(err).__name__}); {how}") from None
+    missing = [f for f in fields if f not in df.columns]
+    if missing:
+        raise ValueError(f"{param}={source!r}: records lack fields {missing} (found {list(df.columns)}); "
+                         f"{family} records need {list(fields)}")
+    return df
+
+
+def records_frames(source: str, family: str, train_count: int, val_count: int, seed: int,
+                   param: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Rows from a math/STEM/code dataset: shuffled with ``seed``, the first ``val_count`` held out,
+    then ``train_count`` for training (0: all the rest). An empty ``source`` gives no rows. Rows are
+    named by the records' ``data_source`` field where present (e.g. apps, taco), else by the dataset."""
+    check_int(f"{family}_train_count", train_count, low=0)
+    check_int(f"{family}_val_count", val_count, low=0)
+    if not source:
+        return _frame([]), _frame([])
+    df = load_records(source, family, param)
+    df = df.sample(frac=1.0, random_state=task_seed(seed, family, "shuffle")).reset_index(drop=True)
+    default = Path(source).stem if is_local(source) else source.split("/")[-1]
+
+    def name(rec) -> str:  # a record's own data_source (e.g. apps, taco) if it has one, else the dataset's name
+        given = rec.get("data_source")
+        return re.sub(r"[^A-Za-z0-9_-]", "_", str(given) if isinstance(given, str) and given else default)
+
+    def truth(rec) -> str:
+        if family != "code":
+            return str(rec["answer"])
+        tests = rec["tests"]
+        return tests if isinstance(tests, str) else json.dumps(tests)
+
+    val_part = df.iloc[:val_count]
+    train_part = df.iloc[val_count:] if train_count == 0 else df.iloc[val_count:val_count + train_count]
+    def rows(part: pd.DataFrame, split: str) -> list[dict]:
+        return [_row(family, name(r), str(r["problem"]), truth(r), split, i) for i, (_, r) in enumerate(part.iterrows())]
+
+    train, val = rows(train_part, "train"), rows(val_part, "val")
+    return _frame(train), _frame(val)
+
+
+def check_schema(df: pd.DataFrame, name: str = "data") -> None:
+    """Raise ValueError naming ``name`` and the first problem if ``df`` is not in verl's RL schema."""
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"{name}: missing columns {missing}; verl's RL data needs {list(COLUMNS)}")
+    for i, row in enumerate(df[list(COLUMNS)].itertuples(index=False)):
+        src, prompt, ability, rm, extra = row
+        where = f"{name}: row {i}"
+        if not isinstance(src, str):
+            raise ValueError(f"{where}: data_source must be a string, found {src!r}")
+        family, _ = split_source(src)
+        msgs = list(prompt) if prompt is not None and not isinstance(prompt, (str, dict)) else None
+        if not msgs or any(not isinstance(m, dict) or set(m) != {"role", "content"} or not isinstance(m["content"], str)
+                           for m in msgs):
+            raise ValueError(f"{where}: prompt must be a non-empty list of {{'role', 'content'}} chat messages")
+        if ability != family:
+            raise ValueError(f"{where}: ability={ability!r} must equal the data_source family {family!r}")
+        if not isinstance(rm, dict) or rm.get("style") != "rule" or not isinstance(rm.get("ground_truth"), str):
+            raise ValueError(f"{where}: reward_model must be {{'style': 'rule', 'ground_truth': <str>}}, found {rm!r:.80}")
+        if not isinstance(extra, dict) or any(k not in extra for k in EXTRA_KEYS):
+            raise ValueError(f"{where}: extra_info must hold keys {list(EXTRA_KEYS)}")
+        if family == "reasoning_gym" and not extra["entry"]:
+            raise ValueError(f"{where}: a reasoning_gym row needs its entry in extra_info.entry")
+
+
+def write_parquet(df: pd.DataFrame, path: str | Path) -> Path:
+    """Check the schema, then write ``df`` atomically (same rows, same bytes)."""
+    check_schema(df, str(Path(path).name))
+    atomic.write_with(path, lambda tmp: df.to_parquet(tmp, index=False, engine="pyarrow"))
+    return Path(path)
+
+
+def read_parquet(path: str | Path) -> pd.DataFrame:
+    """A data file, schema-checked (FileNotFoundError if absent, ValueError naming the file if wrong)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"data file {path} does not exist")
+    df = pd.read_parquet(path)
+    check_schema(df, path.name)
+    return df
+
+
+def summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows per data_source, in order of first appearance."""
+    return df.groupby("data_source", sort=False).size().rename("rows").reset_index()

@@ -1,0 +1,374 @@
+"""The computations behind notebooks/05_verl_training.ipynb: parameters, build, plan, runs to tables.
+
+``execute=False`` (the default, and all a CPU machine can do) builds the data, checks the reward
+function, composes and validates both arms against verl's own config, and writes configs and launch
+scripts under ``build/verl/<run_name>/``. ``execute=True`` writes them under
+``data/runs/verl/<run_name>/<arm>/`` and launches the arms one after the other on the Ray cluster.
+Figures and tables read every run found under ``data/runs/verl/`` and set it beside the paper.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from brorl_lib import atomic, paper
+from brorl_lib.config import NotebookConfig
+from brorl_lib.paths import BUILD_DIR, REPO_ROOT
+from brorl_lib.validation import check_choice, check_int, check_positive, check_type
+from brorl_lib.verl_recipe import configs, data, launch, logs, rewards
+from brorl_lib.verl_recipe.codec import decode_entry
+from brorl_lib.verl_recipe.tasks import FIGURE4_TASKS
+
+RUNS_DIR = REPO_ROOT / "data" / "runs" / "verl"  # where executed runs log (the notebook's declared inputs)
+PLAN_DIR = BUILD_DIR / "verl"  # where execute=False writes (ignored by git, never an input)
+PRORLV2_CHECKPOINT = "nvidia/Nemotron-Research-Reasoning-Qwen-1.5B"  # paper §4.2.1, revision main (paper-notes §8)
+PAPER_GPUS = 64  # paper §4.2.1: 64 H100
+ARM_LABELS = {"prorl": "ProRL", "brorl": "BroRL"}  # arm -> Table 1's method name
+# Reward sanity cases for verl's MATH scorer + Math-Verify: (ground truth, response, expected score).
+MATH_CASES = ((r"\frac{1}{2}", r"So the answer is \boxed{\frac{1}{2}}.", 1.0),
+              (r"\frac{1}{2}", r"So the answer is \boxed{0.5}.", 1.0),
+              ("12", r"So the answer is \boxed{13}.", 0.0))
+
+
+@dataclass(frozen=True)
+class VerlTrainingConfig(NotebookConfig):
+    arms: list
+    prorl_rollouts: int
+    prorl_prompts_per_step: int
+    prorl_steps: int
+    brorl_rollouts: int
+    brorl_prompts_per_step: int
+    brorl_steps: int
+    ppo_mini_batches: int
+    base_lr: float
+    temperature: float
+    rg_tasks: list
+    rg_train_per_task: int
+    rg_val_per_task: int
+    math_dataset: str
+    stem_dataset: str
+    code_dataset: str
+    dataset_train_count: int
+    dataset_val_count: int
+    seed: int
+    nnodes: int
+    n_gpus_per_node: int
+    model_path: str
+    work_dir: str
+    run_name: str
+    test_freq: int
+    save_freq: int
+    execute: bool
+
+    def validate(self) -> None:
+        check_type("arms", self.arms, (list, tuple), "a non-empty list of arms")
+        if not self.arms:
+            raise ValueError("arms=[] is not allowed: choose one or more of ['prorl', 'brorl']")
+        for a in self.arms:
+            check_choice("arm", a, configs.PAPER_ARMS)
+        if len(set(self.arms)) != len(self.arms):
+            raise ValueError(f"arms={list(self.arms)} is not allowed: an arm is listed twice")
+        check_int("ppo_mini_batches", self.ppo_mini_batches, low=1)
+        self._all_arms()  # N >= 2, prompts a multiple of ppo_mini_batches, steps >= 1
+        check_positive("base_lr", self.base_lr)
+        check_positive("temperature", self.temperature)
+        data.check_tasks(self.rg_tasks)
+        check_int("rg_train_per_task", self.rg_train_per_task, low=0)
+        check_int("rg_val_per_task", self.rg_val_per_task, low=0)
+        for name in ("math_dataset", "stem_dataset", "code_dataset", "model_path", "work_dir", "run_name"):
+            check_type(name, getattr(self, name), str, "a string")
+        check_int("dataset_train_count", self.dataset_train_count, low=0)
+        check_int("dataset_val_count", self.dataset_val_count, low=0)
+        check_type("execute", self.execute, bool, "True or False")
+        self.cluster(("train.parquet",), ("val.parquet",))  # nnodes, GPUs, seed, frequencies, run_name, paths
+        if self.execute:
+            self._check_execute()
+
+    def _check_execute(self) -> None:
+        """What a launch needs, checked before anything is built (ValueError naming the parameter)."""
+        if not self.model_path or not (Path(self.model_path).expanduser() / "config.json").is_file():
+            raise ValueError(f"model_path={self.model_path!r} is not allowed when execute=True: give a local directory "
+                             f"holding the starting checkpoint (config.json), e.g. `huggingface-cli download "
+                             f"{PRORLV2_CHECKPOINT} --revision main --local-dir <dir>`")
+        if not self.work_dir:
+            raise ValueError("work_dir='' is not allowed when execute=True: give a folder every node sees "
+                             "(training data and checkpoints, ~20 GB per checkpoint)")
+        if self.rg_train_per_task * len(self.rg_tasks) + self.dataset_train_count == 0:
+            raise ValueError("rg_train_per_task=0 and dataset_train_count=0: execute=True needs training prompts")
+        launch.preflight(self.n_gpus_per_node)
+
+    # --- derived settings ---
+    def _all_arms(self) -> dict[str, configs.Arm]:
+        return {name: configs.Arm(name, getattr(self, f"{name}_rollouts"), getattr(self, f"{name}_prompts_per_step"),
+                                  getattr(self, f"{name}_steps"), self.ppo_mini_batches) for name in configs.PAPER_ARMS}
+
+    def arm_specs(self) -> list[configs.Arm]:
+        """The selected arms, in the order given."""
+        arms = self._all_arms()
+        return [arms[a] for a in self.arms]
+
+    @property
+    def base_arm(self) -> configs.Arm:
+        """The arm whose learning rate is ``base_lr`` (ProRL), whether selected or not."""
+        return self._all_arms()[configs.BASE_ARM]
+
+    def run_dir(self) -> Path:
+        """data/runs/verl/<run_name> when executing, build/verl/<run_name> when only planning."""
+        return (RUNS_DIR if self.execute else PLAN_DIR) / self.run_name
+
+    def work_path(self) -> Path:
+        """Training data and checkpoints: ``work_dir`` (execute) or build/verl/<run_name>/work."""
+        if not self.work_dir:
+            return PLAN_DIR / self.run_name / "work"
+        return Path(self.work_dir).expanduser().resolve() / self.run_name
+
+    def cluster(self, train_files: tuple[str, ...], val_files: tuple[str, ...]) -> configs.Cluster:
+        local = Path(self.model_path).expanduser()
+        # a local checkpoint as an absolute path; otherwise a Hugging Face id, which verl also loads
+        model = str(local.resolve()) if self.model_path and local.exists() else self.model_path or PRORLV2_CHECKPOINT
+        return configs.Cluster(model_path=model, train_files=train_files, val_files=val_files,
+                               checkpoint_dir=str(self.work_path() / "checkpoints"), nnodes=self.nnodes,
+                               n_gpus_per_node=self.n_gpus_per_node, run_name=self.run_name, base_lr=self.base_lr,
+                               temperature=self.temperature, test_freq=self.test_freq, save_freq=self.save_freq,
+                               seed=self.seed)
+
+
+# --- data and rewards ---
+def build_data(cfg: VerlTrainingConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Train and validation rows: Reasoning Gym tasks, then math, STEM and code where given."""
+    rg_train, rg_val = data.reasoning_gym_frames(cfg.rg_tasks, cfg.rg_train_per_task, cfg.rg_val_per_task, cfg.seed)
+    train, val = [rg_train], [rg_val]
+    for family in ("math", "stem", "code"):
+        t, v = data.records_frames(getattr(cfg, f"{family}_dataset"), family, cfg.dataset_train_count,
+                                   cfg.dataset_val_count, cfg.seed, f"{family}_dataset")
+        train.append(t)
+        val.append(v)
+    frames = [pd.concat([f for f in fs if len(f)] or fs[:1], ignore_index=True) for fs in (train, val)]
+    for df in frames:
+        data.check_schema(df)
+    return frames[0], frames[1]
+
+
+def reference_response(row) -> str | None:
+    """A response that should earn full reward for a validation row (None for code: no reference)."""
+    family = row["ability"]
+    if family == "reasoning_gym":
+        return f"Reasoning... <answer>{decode_entry(row['extra_info']['entry'])['answer']}</answer>"
+    if family in ("math", "stem"):
+        return f"So the answer is \\boxed{{{row['reward_model']['ground_truth']}}}."
+    return None
+
+
+def reward_checks(val: pd.DataFrame, math_verify: str = "inline") -> pd.DataFrame:
+    """Per data_source: mean reward of the reference answers, of a wrong answer, and (Reasoning Gym) of
+    the reference answer without its <answer> tags; then the MATH_CASES through verl's scorer + Math-Verify."""
+    rows = []
+    for source, g in val.groupby("data_source", sort=False):
+        right, wrong, untagged = [], [], []
+        for _, r in g.iterrows():
+            gt, extra = r["reward_model"]["ground_truth"], r["extra_info"]
+            ref = reference_response(r)
+            if ref is None:
+                continue
+            score = lambda text: rewards.compute_score(source, text, gt, extra, math_verify=math_verify)  # noqa: E731
+            right.append(score(ref)["score"])
+            wrong.append(score("<answer>no idea</answer> \\boxed{no idea}")["score"])
+            if r["ability"] == "reasoning_gym":  # the <answer> tags are Reasoning Gym's format (ProRL)
+                untagged.append(score(ref.replace("<answer>", "").replace("</answer>", ""))["score"])
+        rows.append({"data_source": source, "rows": len(g), "right": np.mean(right) if right else np.nan,
+                     "wrong": np.mean(wrong) if wrong else np.nan, "untagged": np.mean(untagged) if untagged else np.nan})
+    for gt, response, expected in MATH_CASES:
+        got = rewards.compute_score("math.sanity", response, gt, {}, math_verify=math_verify)["score"]
+        rows.append({"data_source": f"math.sanity {gt} vs {response.split('boxed')[-1][:-1]}", "rows": 1,
+                     "right": got if expected == 1 else np.nan, "wrong": got if expected == 0 else np.nan,
+                     "untagged": np.nan})
+    return pd.DataFrame(rows)
+
+
+# --- configs, scripts, plan ---
+@dataclass(frozen=True)
+class Prepared:
+    """What ``prepare`` wrote: data files, and per arm its composed config, overrides and launch script."""
+
+    train_file: Path
+    val_file: Path
+    configs: dict  # arm -> composed DictConfig
+    overrides: dict  # arm -> list of Hydra overrides
+    scripts: dict  # arm -> Path of launch.sh
+
+
+def prepare(cfg: VerlTrainingConfig, train: pd.DataFrame, val: pd.DataFrame) -> Prepared:
+    """Write the data, compose and validate every selected arm, write config.yaml, overrides and launch.sh."""
+    work = cfg.work_path() / "data"
+    train_file = data.write_parquet(train, work / "train.parquet")
+    val_file = data.write_parquet(val, work / "val.parquet")
+    cluster = cfg.cluster((str(train_file),), (str(val_file),))
+    composed, overrides, scripts = {}, {}, {}
+    plans = {p["arm"]: p for p in plan_table(cfg).to_dict(orient="records")}
+    for arm in cfg.arm_specs():
+        ov = configs.overrides(arm, cfg.base_arm, cluster)
+        c = configs.compose(ov)
+        configs.validate(c)
+        arm_dir = cfg.run_dir() / arm.name
+        atomic.write_text(arm_dir / "config.yaml", configs.to_yaml(c))
+        atomic.write_text(arm_dir / "overrides.txt", "\n".join(ov) + "\n")
+        atomic.write_text(arm_dir / "plan.json", json.dumps(plans[arm.name], indent=2) + "\n")
+        script = arm_dir / "launch.sh"
+        atomic.write_text(script, launch.script_text(arm, cluster, ov, arm_dir, REPO_ROOT))
+        script.chmod(0o755)
+        composed[arm.name], overrides[arm.name], scripts[arm.name] = c, ov, script
+    return Prepared(train_file, val_file, composed, overrides, scripts)
+
+
+def plan_table(cfg: VerlTrainingConfig) -> pd.DataFrame:
+    """Per arm: batch shape, learning rate, and the expected samples, hours and GPU-hours.
+
+    Expected samples generated per step = N x prompts / pass rate (Table 2, reported, by arm).
+    Expected hours = steps x the arm's hours per step in Table 1 (reported, its longest row),
+    scaled by samples per step relative to the paper's arm and from the paper's 64 GPUs to this
+    cluster, both linearly (our assumption).
+    """
+    rates = paper.table2_pass_rates()
+    t1 = paper.table1_arms()
+    gpus = cfg.nnodes * cfg.n_gpus_per_node
+    rows = []
+    for arm in cfg.arm_specs():
+        label = ARM_LABELS[arm.name]
+        paper_n, paper_prompts = configs.PAPER_ARMS[arm.name]
+        longest = t1[t1["method"] == label].sort_values("steps_added").iloc[-1]
+        hours_per_step = longest["time_h"] / longest["steps_added"]
+        pass_rate = rates[paper_n]
+        per_step = arm.samples_per_step / pass_rate
+        hours = arm.steps * hours_per_step * arm.samples_per_step / (paper_n * paper_prompts) * PAPER_GPUS / gpus
+        rows.append({"arm": arm.name, "N": arm.rollouts, "prompts_per_step": arm.prompts_per_step,
+                     "kept_samples_per_step": arm.samples_per_step, "ppo_mini_batches": arm.mini_batches,
+                     "mini_batch_prompts": arm.mini_batch_prompts,
+                     "lr": configs.learning_rate(arm, cfg.base_arm, cfg.base_lr),
+                     "lr_ratio": configs.learning_rate(arm, cfg.base_arm, 1.0),
+                     "steps": arm.steps, "pass_rate_reported": pass_rate, "expected_samples_per_step": per_step,
+                     "expected_samples_k": arm.steps * per_step / 1000, "hours_per_step_reported": hours_per_step,
+                     "gpus": gpus, "expected_hours": hours, "expected_gpu_hours": hours * gpus})
+    return pd.DataFrame(rows)
+
+
+def execute(cfg: VerlTrainingConfig, prepared: Prepared, on_line=print) -> None:
+    """Launch the selected arms one after the other (each uses the whole cluster), streaming output."""
+    for arm in cfg.arms:
+        on_line(f"[brorl] launching {arm}: {prepared.scripts[arm]}")
+        launch.run_script(prepared.scripts[arm], on_line)
+
+
+# --- runs to the paper's tables and figures ---
+def find_runs(root: Path = RUNS_DIR) -> list[logs.RunLog]:
+    """Every arm of every run logged under ``root`` (data/runs/verl by default)."""
+    return logs.find_runs(root)
+
+
+def _domain_scores(val: pd.DataFrame) -> pd.DataFrame:
+    """Per validation step: Math and Code pass@1 (acc) and the Reasoning Gym mean reward, in points."""
+    if val.empty:
+        return pd.DataFrame(columns=["step", "hours", "math_score", "code_score", "reasoning_gym_score"])
+    acc = val[val["var"] == "acc"]
+    rg_var = "score" if (val["var"] == "score").any() else "acc"  # continuous reward when logged
+    parts = {
+        "math_score": acc[acc["family"] == "math"],
+        "code_score": acc[acc["family"] == "code"],
+        "reasoning_gym_score": val[(val["family"] == "reasoning_gym") & (val["var"] == rg_var)],
+    }
+    out = val[["step", "hours"]].drop_duplicates("step").set_index("step")
+    for col, part in parts.items():
+        out[col] = part.groupby("step")["value"].mean() * 100
+    return out.reset_index()
+
+
+def table1_rows(runs: list[logs.RunLog]) -> pd.DataFrame:
+    """Table 1's columns for each run's first (step 0: its starting checkpoint) and last validation."""
+    rows = []
+    for run in runs:
+        scores = _domain_scores(run.validation)
+        if scores.empty:
+            continue
+        for _, s in scores.iloc[[0, -1]].drop_duplicates("step").iterrows():
+            upto = run.steps[run.steps["step"] <= s["step"]]
+            rows.append({"method": ARM_LABELS.get(run.arm, run.arm), "n_rollouts": run.rollouts,
+                         "prompts_per_step": run.prompts_per_step, "steps": f"+{int(s['step'])}",
+                         "samples_k": float(upto["samples"].max() / 1000 if len(upto) else 0.0),
+                         "time_h": float(s["hours"]), "math_score": s["math_score"], "code_score": s["code_score"],
+                         "reasoning_gym_score": s["reasoning_gym_score"], "source": f"run {run.run}"})
+    return pd.DataFrame(rows)
+
+
+def table1_beside_paper(runs: list[logs.RunLog]) -> pd.DataFrame:
+    """Table 1 as reported, then the rows of the runs found, each labelled in ``source``."""
+    reported = paper.load("table1_efficiency").assign(source="reported")
+    reported["samples_k"] = paper.samples_added(reported["samples_k"]) / 1000
+    return pd.concat([reported, table1_rows(runs)], ignore_index=True)
+
+
+def figure1_points(runs: list[logs.RunLog]) -> pd.DataFrame:
+    """Score against hours per arm and domain: Table 1 (reported) and every run's validations."""
+    from brorl_lib.paper_report import figure1_data
+
+    rows = [figure1_data().assign(source="reported")]
+    for run in runs:
+        s = _domain_scores(run.validation)
+        for col, domain in (("math_score", "Math"), ("code_score", "Code"), ("reasoning_gym_score", "Reasoning Gym")):
+            part = s[["hours", "step", col]].dropna()
+            rows.append(pd.DataFrame({"method": ARM_LABELS.get(run.arm, run.arm), "hours": part["hours"],
+                                      "domain": domain, "score": part[col], "steps": part["step"].map(lambda x: f"+{x}"),
+                                      "source": f"run {run.run}"}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def figure4_points(runs: list[logs.RunLog]) -> pd.DataFrame:
+    """pass@1 (acc) against hours for Figure 4's tasks, from the runs found (the paper tabulates none)."""
+    rows = []
+    for run in runs:
+        v = run.validation
+        part = v[(v["var"] == "acc") & v["task"].isin([*FIGURE4_TASKS, "apps"])]
+        rows.append(pd.DataFrame({"task": part["task"], "method": ARM_LABELS.get(run.arm, run.arm), "hours": part["hours"],
+                                  "step": part["step"], "pass_at_1": part["value"], "source": f"run {run.run}"}))
+    cols = ["task", "method", "hours", "step", "pass_at_1", "source"]
+    return pd.concat(rows, ignore_index=True)[cols] if rows else pd.DataFrame(columns=cols)
+
+
+def runs_summary(runs: list[logs.RunLog]) -> pd.DataFrame:
+    """One line per arm run found: segments, last step, hours, samples, mean pass rate."""
+    return pd.DataFrame([{"run": r.run, "arm": r.arm, "N": r.rollouts, "prompts_per_step": r.prompts_per_step,
+                          "segments": r.segments, "last_step": int(r.steps["step"].max()) if len(r.steps) else 0,
+                          "hours": float(r.steps["hours"].max()) if len(r.steps) else 0.0,
+                          "samples_k": float(r.steps["samples"].max() / 1000) if len(r.steps) else 0.0,
+                          "pass_rate": float(r.steps["pass_rate"].mean())} for r in runs],
+                        columns=["run", "arm", "N", "prompts_per_step", "segments", "last_step", "hours", "samples_k",
+                                 "pass_rate"])
+
+
+def runs_provenance(runs: list[logs.RunLog]) -> str:
+    """"reported" without runs; "reproduced" if every run has the paper's N and prompts; else "scaled-down"."""
+    if not runs:
+        return "reported"
+    paper_shape = all((r.rollouts, r.prompts_per_step) == configs.PAPER_ARMS.get(r.arm) for r in runs)
+    return "reproduced" if paper_shape else "scaled-down"
+
+
+def config_diff_table(prepared: Prepared) -> pd.DataFrame:
+    """Keys where the composed arms differ; paths shown relative to the repository (machine-independent)."""
+    diff = configs.config_diff(prepared.configs)
+
+    def show(v):
+        if isinstance(v, str) and v.startswith("/"):
+            p = Path(v)
+            return str(p.relative_to(REPO_ROOT)) if p.is_relative_to(REPO_ROOT) else f".../{p.name}"
+        return v
+
+    return diff.apply(lambda col: col.map(show) if col.name != "key" else col)
+
+
+def script_preview(script: Path, lines: int = 14) -> str:
+    """The first ``lines`` of a launch script, the repository path shown as <repo>."""
+    return "\n".join(script.read_text().splitlines()[:lines]).replace(str(REPO_ROOT), "<repo>")

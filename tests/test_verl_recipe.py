@@ -1,0 +1,412 @@
+"""The verl recipe (brorl_lib/verl_recipe): data, rewards, configs, launch scripts, logs to tables.
+
+Everything runs the real thing: reasoning_gym generates the tasks, verl's scorers and Hydra config
+compose the arms, verl's own Tracking/file logger writes the logs that are read back.
+"""
+
+import json
+import math
+import os
+import shlex
+import subprocess
+
+import pandas as pd
+import pytest
+import torch
+from hydra.errors import ConfigCompositionException
+
+from brorl_lib.verl_recipe import codec, configs, data, launch, logs, plots, report, rewards, tasks
+
+SEED = 5
+MATH_RECORDS = [
+    {"problem": "What is 1/2 + 1/4?", "answer": "\\frac{3}{4}", "solution": "..."},
+    {"problem": "Compute 2^10.", "answer": "1024", "solution": "..."},
+    {"problem": "What is 3 + 4?", "answer": "7", "solution": "..."},
+    {"problem": "Half of 1?", "answer": "\\frac{1}{2}", "solution": "..."},
+    {"problem": "Square root of 81?", "answer": "9", "solution": "..."},
+]
+
+
+def notebook_params(**changes) -> dict:
+    """The notebook's defaults (what CI runs), with ``changes``."""
+    params = dict(
+        arms=["prorl", "brorl"], prorl_rollouts=16, prorl_prompts_per_step=512, prorl_steps=535, brorl_rollouts=512,
+        brorl_prompts_per_step=128, brorl_steps=191, ppo_mini_batches=4, base_lr=1e-6, temperature=1.2,
+        rg_tasks=list(tasks.DEFAULT_TASKS), rg_train_per_task=8, rg_val_per_task=4, math_dataset="", stem_dataset="",
+        code_dataset="", dataset_train_count=0, dataset_val_count=64, seed=0, nnodes=8, n_gpus_per_node=8,
+        model_path="", work_dir="", run_name="brorl-repro", test_freq=10, save_freq=10, execute=False,
+    )
+    return {**params, **changes}
+
+
+@pytest.fixture(scope="module")
+def rg_frames():
+    return data.reasoning_gym_frames(list(tasks.DEFAULT_TASKS), 3, 2, SEED)
+
+
+@pytest.fixture(scope="module")
+def arms():
+    return {a.name: a for a in (configs.Arm("prorl", 16, 512, 535), configs.Arm("brorl", 512, 128, 191))}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cluster")
+    return configs.Cluster(model_path=str(root / "model"), train_files=(str(root / "train.parquet"),),
+                           val_files=(str(root / "val.parquet"),), checkpoint_dir=str(root / "ckpt"))
+
+
+@pytest.fixture(scope="module")
+def composed(arms, cluster):
+    """Both arms composed once against verl's ppo_trainer.yaml (composing costs seconds)."""
+    return {name: configs.compose(configs.overrides(arm, arms["prorl"], cluster)) for name, arm in arms.items()}
+
+
+# --- data ---
+def test_every_shipped_task_round_trips_through_json():
+    """Entries (tuples included, e.g. rearc grids) come back equal, types intact; odd types fail loudly."""
+    assert set(tasks.FIGURE4_TASKS) <= set(tasks.DEFAULT_TASKS) <= set(tasks.available_tasks())
+    for task in tasks.DEFAULT_TASKS:
+        for row in data.reasoning_gym_rows(task, 2, "val", SEED):
+            entry = codec.decode_entry(row["extra_info"]["entry"])
+            assert codec.decode_entry(codec.encode_entry(entry)) == entry
+            assert codec.encode_entry(entry) == row["extra_info"]["entry"]
+    assert isinstance(codec.decode_entry(codec.encode_entry({"g": ((1, 2), (3, 4))}))["g"][0], tuple)
+    with pytest.raises(TypeError, match="no JSON form"):
+        codec.encode_entry({"x": object()})
+
+
+def test_rows_follow_verls_schema_and_a_seed_fixes_them(rg_frames, tmp_path):
+    train, val = rg_frames
+    data.check_schema(train, "train")
+    data.check_schema(val, "val")
+    assert set(val.data_source) == {f"reasoning_gym.{t}" for t in tasks.DEFAULT_TASKS}
+    assert (val.groupby("data_source").size() == 2).all()
+    assert not set(train.prompt.map(lambda p: p[0]["content"])) & set(val.prompt.map(lambda p: p[0]["content"]))
+    row = train.iloc[0]
+    assert row.prompt[0]["role"] == "user" and data.RG_INSTRUCTION in row.prompt[0]["content"]
+    assert row.reward_model["style"] == "rule" and row.ability == "reasoning_gym"
+    # same seed: same rows and the same parquet bytes; another seed: other rows
+    again, _ = data.reasoning_gym_frames(list(tasks.DEFAULT_TASKS), 3, 2, SEED)
+    pd.testing.assert_frame_equal(train, again)
+    a, b = data.write_parquet(train, tmp_path / "a.parquet"), data.write_parquet(again, tmp_path / "b.parquet")
+    assert a.read_bytes() == b.read_bytes()
+    other, _ = data.reasoning_gym_frames(["countdown"], 3, 0, SEED + 1)
+    assert not set(other.prompt.map(lambda p: p[0]["content"])) & set(train.prompt.map(lambda p: p[0]["content"]))
+    back = data.read_parquet(a)
+    assert back.extra_info[0] == train.extra_info[0] and len(back) == len(train)
+
+
+def test_a_data_file_with_the_wrong_schema_is_refused(rg_frames, tmp_path):
+    train, _ = rg_frames
+    train.drop(columns=["extra_info"]).to_parquet(tmp_path / "no_extra.parquet")
+    with pytest.raises(ValueError, match=r"no_extra.parquet: missing columns \['extra_info'\]"):
+        data.read_parquet(tmp_path / "no_extra.parquet")
+    train.assign(prompt=train.prompt.map(lambda p: p[0]["content"])).to_parquet(tmp_path / "str_prompt.parquet")
+    with pytest.raises(ValueError, match="str_prompt.parquet: row 0: prompt must be"):
+        data.read_parquet(tmp_path / "str_prompt.parquet")
+    with pytest.raises(ValueError, match="data_source='gsm8k' is not allowed"):
+        data.check_schema(train.assign(data_source="gsm8k"))
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        data.read_parquet(tmp_path / "absent.parquet")
+    with pytest.raises(ValueError, match="rg_tasks holds unknown or excluded tasks \\['no_such_task'\\]"):
+        data.reasoning_gym_frames(["countdown", "no_such_task"], 1, 1, 0)
+
+
+def test_math_from_local_files_and_a_clear_error_for_a_missing_dataset(tmp_path, monkeypatch):
+    jsonl, js, pq = tmp_path / "dsr.jsonl", tmp_path / "dsr.json", tmp_path / "dsr.parquet"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in MATH_RECORDS))
+    js.write_text(json.dumps(MATH_RECORDS))
+    pd.DataFrame(MATH_RECORDS).to_parquet(pq)
+    frames = [data.records_frames(str(p), "math", 0, 2, SEED, "math_dataset") for p in (jsonl, js, pq)]
+    for train, val in frames:
+        data.check_schema(pd.concat([train, val]))
+        assert (len(train), len(val)) == (3, 2)
+        assert train.data_source[0] == "math.dsr" and data.MATH_INSTRUCTION in train.prompt[0][0]["content"]
+        pd.testing.assert_frame_equal(train, frames[0][0])  # same records, same seed: same rows, whatever the format
+    answers = {r["problem"]: r["answer"] for r in MATH_RECORDS}
+    for _, r in pd.concat(frames[0]).iterrows():
+        assert answers[r.prompt[0]["content"].split("\n\n")[0]] == r.reward_model["ground_truth"]
+    assert len(data.records_frames(str(jsonl), "math", 1, 2, SEED, "math_dataset")[0]) == 1
+    with pytest.raises(FileNotFoundError, match=r"math_dataset='.*absent.jsonl': no such file; supply a local JSON"):
+        data.records_frames(str(tmp_path / "absent.jsonl"), "math", 0, 1, SEED, "math_dataset")
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"question": "x", "answer": "1"}) + "\n")
+    with pytest.raises(ValueError, match=r"records lack fields \['problem'\]"):
+        data.records_frames(str(tmp_path / "bad.jsonl"), "math", 0, 1, SEED, "math_dataset")
+    # a Hugging Face id without network (offline mode, so no retries): the error names it and the way out
+    import datasets.config
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(FileNotFoundError, match="Hugging Face dataset brorl-test/no-such-dataset could not be loaded"):
+        data.records_frames("brorl-test/no-such-dataset", "math", 0, 1, SEED, "math_dataset")
+
+
+# --- rewards ---
+def test_reasoning_gym_reward_is_one_for_the_right_answer_and_zero_otherwise(rg_frames):
+    _, val = rg_frames
+    for _, r in val.iterrows():
+        answer = codec.decode_entry(r.extra_info["entry"])["answer"]
+        truth = r.reward_model["ground_truth"]
+        call = lambda text: rewards.compute_score(r.data_source, text, truth, r.extra_info)  # noqa: E731
+        assert call(f"Let me think.\n<answer>{answer}</answer>") == {"score": 1.0, "acc": 1.0}, r.data_source
+        wrong = call("<answer>certainly not this</answer>")
+        assert wrong["acc"] == 0.0 and wrong["score"] <= 0.05, r.data_source  # some tasks give format credit
+        assert call(str(answer)) == {"score": 0.0, "acc": 0.0}  # no <answer> tags: ProRL's format is required
+    assert rewards.extract_answer("<answer>a</answer> then <answer> b </answer>") == "b"
+    pf = data.reasoning_gym_rows("prime_factorization", 1, "val", 0)[0]  # its verifier raises on junk: scored 0
+    assert rewards.compute_score(pf["data_source"], "<answer>junk</answer>", "", pf["extra_info"])["score"] == 0.0
+
+
+def test_math_reward_uses_verls_scorer_then_math_verify():
+    score = lambda text, gt, mv="inline": rewards.compute_score("math.dsr", text, gt, {}, math_verify=mv)  # noqa: E731
+    assert score(r"... so \boxed{\frac{3}{4}}", r"\frac{3}{4}") == {"score": 1.0, "acc": 1.0}
+    assert score(r"... so \boxed{\dfrac34}", r"\frac{3}{4}")["score"] == 1.0  # verl's MATH normaliser
+    assert score(r"... so \boxed{0.75}", r"\frac{3}{4}")["score"] == 1.0  # only Math-Verify sees this
+    assert score(r"... so \boxed{0.75}", r"\frac{3}{4}", "off")["score"] == 0.0
+    assert score(r"... so \boxed{0.7}", r"\frac{3}{4}") == {"score": 0.0, "acc": 0.0}
+    assert score("no box at all", "7")["score"] == 0.0
+    assert rewards.compute_score("stem.scp", r"\boxed{9}", "9", {})["acc"] == 1.0
+    with pytest.raises(ValueError, match="math_verify='fast' is not allowed"):
+        score(r"\boxed{1}", "1", "fast")
+    with pytest.raises(ValueError, match="data_source='gsm8k.x' is not allowed"):
+        rewards.compute_score("gsm8k.x", r"\boxed{1}", "1", {})
+
+
+def test_code_rows_from_a_local_file_and_their_reward_is_the_share_of_tests_passed(tmp_path):
+    records = [{"problem": "Add two integers.", "data_source": "apps",
+                "tests": {"inputs": ["1 2\n", "3 4\n"], "outputs": ["3\n", "7\n"]}}]
+    (tmp_path / "code.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    train, _ = data.records_frames(str(tmp_path / "code.jsonl"), "code", 0, 0, SEED, "code_dataset")
+    data.check_schema(train)
+    row = train.iloc[0]
+    assert row.data_source == "code.apps" and json.loads(row.reward_model["ground_truth"]) == records[0]["tests"]
+    right = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+    half = "```python\na, b = map(int, input().split())\nprint(3)\n```"
+    truth = row.reward_model["ground_truth"]
+    score = lambda text: rewards.compute_score(row.data_source, text, truth, row.extra_info)  # noqa: E731
+    assert score(right) == {"score": 1.0, "acc": 1.0}
+    assert score(half) == {"score": 0.5, "acc": 0.0}
+
+
+# --- configs ---
+def test_learning_rate_rule_is_the_square_root_of_the_samples_ratio(arms):
+    assert configs.learning_rate(arms["brorl"], arms["prorl"], 1e-6) == pytest.approx(1e-6 * math.sqrt(8))
+    assert configs.learning_rate(arms["prorl"], arms["prorl"], 1e-6) == pytest.approx(1e-6)
+    quarter = configs.Arm("brorl", 128, 128, 10)  # 16384 samples per step: twice ProRL's
+    assert configs.learning_rate(quarter, arms["prorl"], 2e-6) == pytest.approx(2e-6 * math.sqrt(2))
+    assert arms["prorl"].mini_batch_prompts * 4 == 512 and arms["brorl"].mini_batch_prompts * 4 == 128
+
+
+def test_both_arms_compose_validate_and_differ_exactly_where_they_should(composed, arms):
+    for cfg in composed.values():
+        configs.validate(cfg)  # verl's validate_config
+    diff = configs.config_diff(composed).set_index("key")
+    assert set(diff.index) == {
+        "data.train_batch_size", "actor_rollout_ref.rollout.n", "actor_rollout_ref.actor.rollout_n",
+        "actor_rollout_ref.ref.rollout_n", "critic.rollout_n",  # interpolations of rollout.n
+        "actor_rollout_ref.actor.ppo_mini_batch_size", "critic.ppo_mini_batch_size",
+        "actor_rollout_ref.actor.optim.lr", "trainer.total_training_steps",
+        "trainer.experiment_name", "actor_rollout_ref.rollout.trace.experiment_name", "trainer.default_local_dir",
+    }
+    pro, bro = composed["prorl"], composed["brorl"]
+    assert (pro.actor_rollout_ref.rollout.n, bro.actor_rollout_ref.rollout.n) == (16, 512)
+    assert (pro.data.train_batch_size, bro.data.train_batch_size) == (512, 128)
+    mini = [c.data.train_batch_size // c.actor_rollout_ref.actor.ppo_mini_batch_size for c in (pro, bro)]
+    assert mini == [4, 4]  # the same number of PPO mini-batches per step
+    assert bro.actor_rollout_ref.actor.optim.lr / pro.actor_rollout_ref.actor.optim.lr == pytest.approx(math.sqrt(8))
+    for c in (pro, bro):  # the shared ProRLv2-like base
+        actor, algo = c.actor_rollout_ref.actor, c.algorithm
+        assert algo.adv_estimator == "reinforce_plus_plus_baseline"
+        assert (actor.clip_ratio_low, actor.clip_ratio_high, actor.loss_agg_mode) == (0.2, 0.28, "token-mean")
+        assert (actor.use_kl_loss, actor.kl_loss_type, actor.kl_loss_coef) == (True, "k2", 1e-4)
+        assert (algo.filter_groups.enable, algo.filter_groups.metric) == (True, "acc")
+        assert algo.rollout_correction.rollout_is_threshold == "0.5_5.0"
+        assert c.data.max_response_length == 16384 and c.actor_rollout_ref.rollout.temperature == 1.2
+        assert c.trainer.resume_mode == "auto" and "file" in c.trainer.logger and c.trainer.use_v1
+        assert c.reward.custom_reward_function.path == "pkg://brorl_lib.verl_recipe.rewards"
+        assert c.reward.custom_reward_function.reward_kwargs.math_verify == "pool"
+    assert "lr: 2.828427" in configs.to_yaml(bro)
+
+
+def test_unknown_keys_fail_and_the_launch_scripts_extra_keys_compose(arms, cluster):
+    ov = configs.overrides(arms["prorl"], arms["prorl"], cluster)
+    with pytest.raises(ConfigCompositionException, match="clip_ratio_hi"):
+        configs.compose([*ov, "actor_rollout_ref.actor.clip_ratio_hi=0.3"])
+    extra = ["+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH='/x/logs/segment_000.jsonl'",
+             "+ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH='/repo'"]
+    env = configs.compose([*ov, *extra]).ray_kwargs.ray_init.runtime_env.env_vars
+    assert env.VERL_FILE_LOGGER_PATH == "/x/logs/segment_000.jsonl" and env.PYTHONPATH == "/repo"
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"arms": ["prorl", "dapo"]}, "arm='dapo' is not allowed: choose one of"),
+    ({"brorl_rollouts": 0}, "brorl_rollouts=0 is out of range"),
+    ({"prorl_prompts_per_step": 510},
+     "prorl_prompts_per_step=510 is not allowed: it must be divisible by ppo_mini_batches=4"),
+    ({"ppo_mini_batches": 0}, "ppo_mini_batches=0 is out of range"),
+    ({"base_lr": -1.0}, "base_lr=-1.0 is not allowed"),
+    ({"rg_tasks": ["countdown", "apps"]}, "rg_tasks holds unknown or excluded tasks \\['apps'\\]"),
+    ({"run_name": "my run"}, "run_name='my run' is not allowed"),
+    ({"execute": True}, "model_path='' is not allowed when execute=True"),
+    ({"execute": True, "model_path": "/no/such/model"}, "model_path='/no/such/model' is not allowed when execute=True"),
+])
+def test_bad_parameters_raise_before_any_work(changes, message):
+    with pytest.raises(ValueError, match=message):
+        report.VerlTrainingConfig(**notebook_params(**changes))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without GPUs")
+def test_execute_on_a_machine_without_gpus_stops_before_building(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match="work_dir='' is not allowed when execute=True"):
+        report.VerlTrainingConfig(**notebook_params(execute=True, model_path=str(model)))
+    with pytest.raises(ValueError, match="execute=True is not allowed here: this node has 0 CUDA GPU"):
+        report.VerlTrainingConfig(**notebook_params(execute=True, model_path=str(model), work_dir=str(tmp_path)))
+    assert not (report.RUNS_DIR / "brorl-repro").exists()
+
+
+# --- launch script ---
+def test_launch_script_resumes_into_a_fresh_log_segment_each_time(arms, cluster, tmp_path):
+    arm_dir, repo = tmp_path / "run" / "brorl", tmp_path / "repo"
+    repo.mkdir()
+    ov = configs.overrides(arms["brorl"], arms["prorl"], cluster)
+    text = launch.script_text(arms["brorl"], cluster, ov, arm_dir, repo)
+    for o in ov:
+        assert shlex.quote(o) in text
+    for needed in ("trainer.resume_mode=auto", "trainer.nnodes=8", "trainer.n_gpus_per_node=8", "-m verl.trainer.main_ppo",
+                   "actor_rollout_ref.rollout.n=512", "VERL_FILE_LOGGER_PATH", "segment_%03d.jsonl"):
+        assert needed in text
+    script = tmp_path / "launch.sh"
+    script.write_text(text)
+    # a stand-in interpreter records what it was given, and writes a log line as verl's file logger would
+    fake = tmp_path / "fake_python.sh"
+    fake.write_text('#!/usr/bin/env bash\nprintf "%s\\n" "$@" > "$VERL_FILE_LOGGER_PATH.args"\n'
+                    'echo \'{"step": 1, "data": {}}\' > "$VERL_FILE_LOGGER_PATH"\necho "python ran"\n')
+    fake.chmod(0o755)
+    lines = []
+    env = {**os.environ, "PYTHON": str(fake)}
+    for _ in range(2):
+        out = subprocess.run(["bash", str(script), "trainer.total_training_steps=3"], env=env, capture_output=True,
+                             text=True, check=True)
+        lines += out.stdout.splitlines()
+    assert sorted(p.name for p in (arm_dir / "logs").glob("*.jsonl")) == ["segment_000.jsonl", "segment_001.jsonl"]
+    args = (arm_dir / "logs" / "segment_001.jsonl.args").read_text().splitlines()
+    assert args[:2] == ["-m", "verl.trainer.main_ppo"] and args[-1] == "trainer.total_training_steps=3"
+    assert f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH='{arm_dir}/logs/segment_001.jsonl'" in args
+    assert args[2:2 + len(ov)] == ov
+    assert "python ran" in (arm_dir / "console.log").read_text() and any("segment 1" in ln for ln in lines)
+
+
+# --- logs to tables and figures ---
+def _log_segment(path, records, monkeypatch):
+    """Write ``records`` [(step, metrics)] with verl's own Tracking and file logger."""
+    from verl.utils.tracking import Tracking
+
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(path))
+    tracker = Tracking(project_name="brorl", experiment_name="test", default_backend=["file"])
+    for step, metrics in records:
+        tracker.log(data=metrics, step=step)
+    tracker.finish()
+
+
+def _train(step_s, evicted, surplus=0, score=0.5):
+    return {"timing_s/step": step_s, "training/filter_groups/evicted_samples": evicted,
+            "training/filter_groups/discarded_surplus_samples": surplus, "critic/score/mean": score,
+            "training/global_step": 0}
+
+
+def _val(math_acc, rg_acc, rg_score):
+    return {"val-core/math.dsr/acc/mean@16": math_acc, "val-aux/math.dsr/score/mean@16": math_acc,
+            "val-core/reasoning_gym.countdown/acc/mean@16": rg_acc,
+            "val-aux/reasoning_gym.countdown/score/mean@16": rg_score, "val-aux/num_turns/mean": 1.0}
+
+
+def test_logs_of_two_segments_become_a_tidy_frame_and_the_papers_tables(composed, tmp_path, monkeypatch, out_dir):
+    arm_dir = tmp_path / "runs" / "run1" / "brorl"
+    (arm_dir / "logs").mkdir(parents=True)
+    (arm_dir / "config.yaml").write_text(configs.to_yaml(composed["brorl"]))
+    # segment 0: validation at step 0, steps 1-3 (checkpoint at 2), then a crash
+    _log_segment(arm_dir / "logs" / "segment_000.jsonl", [
+        (0, _val(0.60, 0.20, 0.30)), (1, _train(3600.0, 32)), (2, {**_train(3600.0, 64, 16), **_val(0.62, 0.25, 0.35)}),
+        (3, _train(9999.0, 999)),
+    ], monkeypatch)
+    with open(arm_dir / "logs" / "segment_000.jsonl", "a") as fh:
+        fh.write('{"step": 4, "data": {"timing_')  # half-written line of the crash
+    # segment 1: resumed from step 2 (verl validates again, then redoes step 3)
+    _log_segment(arm_dir / "logs" / "segment_001.jsonl", [
+        (2, _val(0.63, 0.25, 0.35)), (3, _train(1800.0, 0)), (4, {**_train(1800.0, 128), **_val(0.66, 0.30, 0.45)}),
+    ], monkeypatch)
+    run = logs.read_run(arm_dir)
+    assert (run.run, run.arm, run.rollouts, run.prompts_per_step, run.segments) == ("run1", "brorl", 512, 128, 2)
+    s = run.steps.set_index("step")
+    assert list(s.index) == [0, 1, 2, 3, 4]
+    assert s.loc[3, "step_s"] == 1800.0 and s.loc[3, "evicted_groups"] == 0  # the later segment wins
+    assert s.hours.tolist() == pytest.approx([0.0, 1.0, 2.0, 2.5, 3.0])
+    assert s.loc[2, "samples_step"] == (128 + 64 + 16) * 512 and s.loc[2, "pass_rate"] == pytest.approx(144 / 208)
+    assert s.loc[1, "pass_rate"] == pytest.approx(128 / 160) and s.loc[0, "samples"] == 0
+    assert s.samples.iloc[-1] == (128 * 4 + 32 + 80 + 0 + 128) * 512
+    v = run.validation.set_index(["step", "data_source", "var"])["value"]
+    assert v.loc[(2, "math.dsr", "acc")] == 0.63 and v.loc[(4, "reasoning_gym.countdown", "score")] == 0.45
+    assert set(run.validation.family) == {"math", "reasoning_gym"}
+
+    runs = logs.find_runs(tmp_path / "runs")
+    assert [(r.run, r.arm) for r in runs] == [("run1", "brorl")]
+    t1 = report.table1_rows(runs)
+    assert t1.steps.tolist() == ["+0", "+4"] and t1.source.unique().tolist() == ["run run1"]
+    last = t1.iloc[-1]
+    assert (last.math_score, last.reasoning_gym_score, last.time_h) == pytest.approx((66.0, 45.0, 3.0))
+    assert last.samples_k == pytest.approx(s.samples.iloc[-1] / 1000) and pd.isna(last.code_score)
+    both = report.table1_beside_paper(runs)
+    assert both.source.value_counts().to_dict() == {"reported": 6, "run run1": 2}
+    assert report.runs_provenance(runs) == "reproduced" and report.runs_provenance([]) == "reported"
+    f1 = report.figure1_points(runs)
+    assert set(f1.source) == {"reported", "run run1"}
+    assert f1[(f1.source == "run run1") & (f1.domain == "Math")].score.tolist() == pytest.approx([60.0, 63.0, 66.0])
+    f4 = report.figure4_points(runs)
+    assert f4.task.unique().tolist() == ["countdown"] and f4.pass_at_1.tolist() == pytest.approx([0.2, 0.25, 0.3])
+    plots.figure1(f1, have_runs=True)
+    plots.figure4(f4)
+
+
+def test_plan_reproduces_table1_hours_and_scales_with_the_cluster():
+    plan = report.plan_table(report.VerlTrainingConfig(**notebook_params())).set_index("arm")
+    assert plan.kept_samples_per_step.tolist() == [8192, 65536]
+    assert plan.expected_hours.tolist() == pytest.approx([133.8, 173.8])
+    assert plan.lr_ratio.tolist() == pytest.approx([1.0, math.sqrt(8)])
+    assert plan.expected_samples_per_step.tolist() == pytest.approx([8192 / 0.41, 65536 / 0.62])
+    half = report.plan_table(report.VerlTrainingConfig(**notebook_params(nnodes=16, arms=["brorl"], brorl_steps=10)))
+    assert half.expected_hours.tolist() == pytest.approx([173.8 / 191 * 10 / 2])
+
+
+def test_notebook_path_builds_checks_and_writes_both_arms(tmp_path, monkeypatch):
+    """What the notebook does with execute=False: data (with math), reward checks, configs and scripts."""
+    monkeypatch.setattr(report, "PLAN_DIR", tmp_path / "plan")
+    (tmp_path / "dsr.jsonl").write_text("".join(json.dumps(r) + "\n" for r in MATH_RECORDS))
+    cfg = report.VerlTrainingConfig(**notebook_params(rg_tasks=["countdown", "rearc"], rg_train_per_task=2,
+                                                      rg_val_per_task=1, math_dataset=str(tmp_path / "dsr.jsonl"),
+                                                      dataset_val_count=2))
+    train, val = report.build_data(cfg)
+    assert set(val.ability) == {"reasoning_gym", "math"} and len(val) == 4 and len(train) == 2 * 2 + 3
+    checks = report.reward_checks(val).set_index("data_source")
+    assert (checks.right.dropna() == 1.0).all() and (checks.wrong.dropna() <= 0.05).all()
+    assert checks.loc["math.dsr", "right"] == 1.0 and checks.loc["reasoning_gym.rearc", "untagged"] == 0.0
+    prepared = report.prepare(cfg, train, val)
+    assert len(data.read_parquet(prepared.train_file)) == len(train)
+    for arm, n in (("prorl", 16), ("brorl", 512)):
+        arm_dir = tmp_path / "plan" / "brorl-repro" / arm
+        assert yaml_load(arm_dir / "config.yaml")["actor_rollout_ref"]["rollout"]["n"] == n
+        assert (arm_dir / "overrides.txt").read_text().splitlines() == prepared.overrides[arm]
+        assert json.loads((arm_dir / "plan.json").read_text())["N"] == n
+        assert os.access(prepared.scripts[arm], os.X_OK)
+        subprocess.run(["bash", "-n", str(prepared.scripts[arm])], check=True)  # valid bash
+    assert not (report.RUNS_DIR / "brorl-repro").exists()  # planning never writes into data/runs
+
+
+def yaml_load(path):
+    import yaml
+
+    return yaml.safe_load(path.read_text())
