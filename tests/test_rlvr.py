@@ -1,6 +1,7 @@
 """The laptop-scale RLVR pieces: tokenizer, model, tasks, sampling, warm start, verl algorithm, one RL step."""
 
 import json
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -155,25 +156,102 @@ def test_arm_resumes_bit_for_bit(tok, model, tmp_path):
         run_arm(tmp_path / "nowhere", train, test, settings, tmp_path / "other", **kwargs)
 
 
-def test_experiment_runs_both_phases_at_equal_budgets_and_resumes(tmp_path):
+QUICK_EXPERIMENT = dict(
+    task_names=("spell_backward", "arithmetic"), difficulties=(1, 1), n_train=60, n_test=6, warm_start_steps=20,
+    warm_start_lr=3e-3, phase1_prompts=2, phase1_max_steps=4, plateau_patience=5, plateau_tol=0.0,
+    arm_rollouts=(16, 64), arm_prompts=1, sample_budget=128, base_lr=1e-3, mini_batches=2, temperature=1.0,
+    max_new_tokens=6, eval_samples=2, eval_temperature=0.6, eval_every=2, eval_points=2, theory_prompts=2,
+    theory_samples=64, theory_batches=4)
+
+
+@pytest.fixture(scope="module")
+def experiment_run(tmp_path_factory):
     from brorl_lib.rlvr import experiment as ex
 
-    settings = ex.ExperimentSettings(
-        task_names=("spell_backward",), difficulty=1, n_train=60, n_test=6, warm_start_steps=20, warm_start_lr=3e-3,
-        phase1_prompts=2, phase1_max_steps=4, plateau_patience=5, plateau_tol=0.0, arm_rollouts=(16, 64),
-        arm_prompts=1, sample_budget=128, base_lr=1e-3, mini_batches=2, temperature=1.0, max_new_tokens=6,
-        eval_samples=2, eval_temperature=0.6, eval_every=2)
+    runs = tmp_path_factory.mktemp("runs")
+    settings = ex.ExperimentSettings(**QUICK_EXPERIMENT)
+    return settings, runs, ex.run(settings, [0], runs, progress=False)
+
+
+def test_experiment_runs_both_phases_at_equal_budgets_and_resumes(experiment_run):
+    from brorl_lib.rlvr import experiment as ex
+
+    settings, runs, first = experiment_run
     assert ex.prompts_for(settings, 16) == 4 and ex.prompts_for(settings, 64) == 1
     assert ex.arm_lr(settings, 64) == pytest.approx(1e-3)  # 64 x 1 = 16 x 4 samples per step
-    first = ex.run(settings, [0], tmp_path, progress=False)
     assert first.groupby("arm")["samples"].max().to_dict() == {"phase 1": 128, "N=16": 128, "N=64": 128}
     assert first[first.arm == "phase 1"]["step"].max() == 4  # max steps reached before any plateau
-    assert json.loads((tmp_path / "seed0" / "phase1" / "phase1_done.json").read_text()) == {"step": 4, "plateau": False}
-    again = ex.run(settings, [0], tmp_path, progress=False)  # everything finished: nothing re-runs
+    assert json.loads((runs / "seed0" / "phase1" / "phase1_done.json").read_text()) == {"step": 4, "plateau": False}
+    # eval_points=2: each arm is evaluated at its start, half-way and at its end
+    assert first[first.arm == "N=64"].dropna(subset=["test_score"])["step"].tolist() == [0, 1, 2]
+    for folder in ("phase1", "arm_N16", "arm_N64"):  # finished arms need no checkpoint to be read back
+        shutil.rmtree(runs / "seed0" / folder / "checkpoint")
+    again = ex.run(settings, [0], runs, progress=False)  # everything finished: nothing re-runs
     timing = ["elapsed_s", "generation_s"]
     pd.testing.assert_frame_equal(first.drop(columns=timing), again.drop(columns=timing))
-    assert ex.final_instance_scores(tmp_path, 0, "arm_N64").shape == (6,)
-    with pytest.raises(ValueError, match="arm_rollouts item=1"):
-        ex.run(ex.ExperimentSettings(**{**settings.__dict__, "arm_rollouts": (1,)}), [0], tmp_path)
-    with pytest.raises(ValueError, match="task_names item"):
-        ex.run(ex.ExperimentSettings(**{**settings.__dict__, "task_names": ("chess",)}), [0], tmp_path)
+    assert ex.final_instance_scores(runs, 0, "arm_N64").shape == (12,)
+    with pytest.raises(ValueError, match=r"other settings \(differs in \['base_lr'\]\)"):
+        ex.run(ex.ExperimentSettings(**{**QUICK_EXPERIMENT, "base_lr": 2e-3}), [0], runs, progress=False)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"arm_rollouts": (1,)}, "arm_rollouts item=1"),
+    ({"task_names": ("chess", "arithmetic")}, "task_names item"),
+    ({"difficulties": (1,)}, "one level per task"),
+    ({"difficulties": (1, 7)}, "difficulty of arithmetic=7"),
+    ({"arm_prompts": 0}, "arm_prompts=0"),
+    ({"sample_budget": 32}, "less than one step of the N=16 arm"),
+    ({"device": "tpu"}, "device='tpu'"),
+])
+def test_experiment_rejects_bad_settings_before_work(change, message, tmp_path):
+    from brorl_lib.rlvr import experiment as ex
+
+    with pytest.raises(ValueError, match=message):
+        ex.run(ex.ExperimentSettings(**{**QUICK_EXPERIMENT, **change}), [0], tmp_path)
+    assert not any(tmp_path.iterdir())
+
+
+def test_report_tables_from_a_run(experiment_run):
+    from brorl_lib.rlvr import report
+
+    settings, runs, metrics = experiment_run
+    t1 = report.table1(metrics, settings)
+    assert t1["arm"].tolist() == ["N=16", "N=64"] and t1["samples"].tolist() == [128, 128]
+    assert t1["steps"].tolist() == [2, 2] and t1["prompts_per_step"].tolist() == [4, 1]
+    t2 = report.table2(metrics)
+    assert ((t2["pass_rate_pct"] >= 0) & (t2["pass_rate_pct"] <= 100)).all() and (t2["samples_per_s"] > 0).all()
+    instances = report.instance_scores(runs, metrics)
+    assert set(instances["task"]) == {"spell_backward", "arithmetic"} and len(instances) == 2 * 3 * 12
+    evals = report.evaluations(metrics)
+    last = evals.groupby("arm").tail(1).set_index("arm")["test_score"]
+    per_instance = instances[instances.step == 2].groupby("arm")["score"].mean()
+    np.testing.assert_allclose(last.sort_index(), per_instance.sort_index())  # the two records agree
+    shrink = report.knowledge_shrinkage(instances)
+    pairs = report.final_vs_start(instances)
+    expected = 100 * (pairs[pairs.arm == "N=64"]["final"] < pairs[pairs.arm == "N=64"]["start"]).mean()
+    assert shrink.set_index(["arm", "task"]).at[("N=64", "all"), "dropped_pct"] == pytest.approx(expected)
+    tests = report.paired_tests(instances)
+    assert tests["arm"].tolist() == ["N=64"] and tests["n"].tolist() == [12]
+
+
+def test_theorem1_on_real_batches(experiment_run):
+    from brorl_lib import theory
+    from brorl_lib.rlvr import mass_balance, report
+
+    settings, runs, _ = experiment_run
+    supports, batches, summary = report.theory_tables(runs, [0])
+    assert len(supports) == 2 and (supports["coverage"] > 0).all() and (supports["coverage"] <= 1 + 1e-9).all()
+    assert summary["N"].tolist() == [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+    assert (np.diff(summary["expected_u2"]) <= 1e-15).all()  # Corollary 3: falls with N
+    # every batch's terms are Theorem 1's for that batch
+    rng = np.random.default_rng(0)
+    p = rng.dirichlet(np.ones(30))
+    correct = np.arange(30) < 10
+    rows = mass_balance.batch_quantities(p, correct, (4, 64), 3, np.random.default_rng(1))
+    again = mass_balance.batch_quantities(p, correct, (4, 64), 3, np.random.default_rng(1))
+    pd.testing.assert_frame_equal(rows, again)
+    sampled = np.zeros(30, dtype=bool)
+    sampled[np.random.default_rng(1).choice(30, size=4, p=p)] = True
+    mb = theory.mass_balance(p, correct, sampled, 1.0, -1.0)
+    assert rows.iloc[0]["delta_q"] == pytest.approx(theory.delta_q_theorem1(mb, 1.0, -1.0, 1.0, 4))
+    assert rows.iloc[0]["distinct"] == sampled.sum()

@@ -9,20 +9,25 @@ again resumes every unfinished piece and skips the finished ones.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 
+from brorl_lib import atomic
 from brorl_lib.rlvr import algorithm as alg
 from brorl_lib.rlvr import model as tiny
-from brorl_lib.rlvr import tasks, warm_start
+from brorl_lib.rlvr import mass_balance, tasks, warm_start
 from brorl_lib.rlvr.run import ArmSettings, run_arm
 from brorl_lib.rlvr.step import StepSettings
 from brorl_lib.rlvr.tokenizer import build_tokenizer
 from brorl_lib.validation import check_choice, check_int, check_int_list, check_positive, check_range
 
+TEST_INSTANCES = "test_instances.csv"  # held-out instances in the order of every score file
+THEORY_SUPPORTS, THEORY_BATCHES = "theory_supports.csv", "theory_batches.csv"
+THEORY_ROLLOUTS = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # N values of the Theorem 1 analysis
 BASE_N = 16  # the ProRL arm's rollouts per prompt
 PROMPT_RATIO = 4  # ProRL takes 4x the prompts per step of every other arm (512 vs 128 in the paper)
 
@@ -30,7 +35,7 @@ PROMPT_RATIO = 4  # ProRL takes 4x the prompts per step of every other arm (512 
 @dataclass(frozen=True)
 class ExperimentSettings:
     task_names: tuple[str, ...]
-    difficulty: int
+    difficulties: tuple[int, ...]  # one level per task
     n_train: int  # training instances per task
     n_test: int  # held-out instances per task
     warm_start_steps: int
@@ -48,22 +53,43 @@ class ExperimentSettings:
     max_new_tokens: int
     eval_samples: int
     eval_temperature: float
-    eval_every: int
+    eval_every: int  # phase-1 steps between held-out evaluations
+    eval_points: int = 8  # held-out evaluations per phase-2 arm, evenly spaced in samples
+    kl_coef: float = 0.0  # KL to the arm's starting policy (0: off)
+    theory_prompts: int = 8  # training prompts whose response distribution is analysed at the phase-1 checkpoint
+    theory_samples: int = 2048  # draws per analysed prompt that find its distinct responses
+    theory_batches: int = 64  # random batches per prompt and N for Theorem 1
+    model: tiny.TinyModelShape = field(default_factory=tiny.TinyModelShape)
     device: str = "cpu"
 
     def validate(self) -> None:
         if not self.task_names:
             raise ValueError("task_names is empty: name at least one of " + str(sorted(tasks.FAMILIES)))
-        for t in self.task_names:
+        if len(self.difficulties) != len(self.task_names):
+            raise ValueError(f"difficulties={list(self.difficulties)} must give one level per task in "
+                             f"task_names={list(self.task_names)}")
+        if len(set(self.task_names)) != len(self.task_names):
+            raise ValueError(f"task_names={list(self.task_names)} names a task twice")
+        for t, level in zip(self.task_names, self.difficulties):
             check_choice("task_names item", t, tasks.FAMILIES)
-            check_choice("difficulty", self.difficulty, tasks.FAMILIES[t].levels)
+            check_choice(f"difficulty of {t}", level, tasks.FAMILIES[t].levels)
         for name in ("n_train", "n_test", "warm_start_steps", "phase1_prompts", "phase1_max_steps", "plateau_patience",
-                     "arm_prompts", "sample_budget", "mini_batches", "max_new_tokens", "eval_samples", "eval_every"):
+                     "arm_prompts", "sample_budget", "mini_batches", "max_new_tokens", "eval_samples", "eval_every",
+                     "eval_points", "theory_prompts", "theory_samples", "theory_batches"):
             check_int(name, getattr(self, name), low=1)
         check_int_list("arm_rollouts", list(self.arm_rollouts), low=2)
         for name in ("warm_start_lr", "base_lr", "temperature", "eval_temperature"):
             check_positive(name, getattr(self, name))
         check_range("plateau_tol", self.plateau_tol, low=0.0)
+        check_range("kl_coef", self.kl_coef, low=0.0)
+        check_choice("device", self.device.split(":")[0], ("cpu", "cuda"))
+        if self.device.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"device={self.device!r} but no CUDA device is visible; use device='cpu'")
+        self.model.check()
+        for n in self.arm_rollouts:
+            if self.sample_budget < n * prompts_for(self, n):
+                raise ValueError(f"sample_budget={self.sample_budget} is less than one step of the N={n} arm "
+                                 f"({n * prompts_for(self, n)} samples)")
 
 
 def prompts_for(settings: ExperimentSettings, n: int) -> int:
@@ -79,8 +105,8 @@ def arm_lr(settings: ExperimentSettings, n: int) -> float:
 
 def data(settings: ExperimentSettings, seed: int) -> tuple[list[tasks.Instance], list[tasks.Instance]]:
     train, test = [], []
-    for t in settings.task_names:
-        tr, te = tasks.make_split(t, settings.difficulty, settings.n_train, settings.n_test, seed)
+    for t, level in zip(settings.task_names, settings.difficulties):
+        tr, te = tasks.make_split(t, level, settings.n_train, settings.n_test, seed)
         train += tr
         test += te
     return train, test
@@ -88,15 +114,16 @@ def data(settings: ExperimentSettings, seed: int) -> tuple[list[tasks.Instance],
 
 def _step(settings: ExperimentSettings, n: int) -> StepSettings:
     return StepSettings(n_rollouts=n, temperature=settings.temperature, max_new_tokens=settings.max_new_tokens,
-                        mini_batches=settings.mini_batches)
+                        mini_batches=settings.mini_batches, kl_coef=settings.kl_coef)
 
 
-def warm_start_model(settings: ExperimentSettings, train, seed: int, folder: Path) -> Path:
+def warm_start_model(settings: ExperimentSettings, train, seed: int, folder: Path, progress: bool = False) -> Path:
     """Supervised warm start, saved once (skipped when already there)."""
     if not (folder / "config.json").exists():
         tok = build_tokenizer()
-        model = tiny.build_model(tiny.TinyModelShape(), tok, seed)
-        losses = warm_start.train_sft(model, tok, train, settings.warm_start_steps, 32, settings.warm_start_lr, seed)
+        model = tiny.build_model(settings.model, tok, seed).to(settings.device)
+        losses = warm_start.train_sft(model, tok, train, settings.warm_start_steps, 32, settings.warm_start_lr, seed,
+                                      progress)
         tiny.save(model, tok, folder)
         (folder / "warm_start_losses.json").write_text(json.dumps(losses))
     return folder
@@ -107,7 +134,7 @@ def phase1(settings: ExperimentSettings, start: Path, train, test, seed: int, fo
     done = folder / "phase1_done.json"
     if done.exists():  # ended earlier: a re-run must not train it further
         return pd.read_csv(folder / "metrics.csv")
-    arm = ArmSettings("phase1 N=16", _step(settings, BASE_N), settings.phase1_prompts, settings.base_lr,
+    arm = ArmSettings(f"seed {seed} phase 1", _step(settings, BASE_N), settings.phase1_prompts, settings.base_lr,
                       sample_budget=settings.phase1_max_steps * BASE_N * settings.phase1_prompts,
                       eval_every=settings.eval_every, checkpoint_every=settings.eval_every, seed=seed)
     while True:
@@ -121,6 +148,30 @@ def phase1(settings: ExperimentSettings, start: Path, train, test, seed: int, fo
             return metrics
 
 
+def arm_eval_every(settings: ExperimentSettings, n: int) -> int:
+    """Steps between evaluations of the N arm: eval_points evenly spaced over its sample budget."""
+    steps = -(-settings.sample_budget // (n * prompts_for(settings, n)))
+    return max(1, steps // settings.eval_points)
+
+
+def _settings_record(settings: ExperimentSettings) -> dict:
+    return json.loads(json.dumps(asdict(settings)))  # tuples as lists, as read back from disk
+
+
+def _claim_folder(root: Path, settings: ExperimentSettings) -> None:
+    """A run folder belongs to one set of settings: refuse to mix results of different settings."""
+    record = root / "settings.json"
+    if record.exists():
+        old = json.loads(record.read_text())
+        changed = sorted(k for k in set(old) | set(_settings_record(settings))
+                         if old.get(k) != _settings_record(settings).get(k))
+        if changed:
+            raise ValueError(f"{root} holds a run with other settings (differs in {changed}); "
+                             "choose another runs_dir or delete that folder")
+    root.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(record, json.dumps(_settings_record(settings), indent=2))
+
+
 def run(settings: ExperimentSettings, seeds: list[int], runs_dir: Path, progress: bool = True) -> pd.DataFrame:
     """Every seed's phase 1 and phase-2 arms; returns all metrics with columns seed, phase, arm, N."""
     settings.validate()
@@ -128,19 +179,36 @@ def run(settings: ExperimentSettings, seeds: list[int], runs_dir: Path, progress
     frames = []
     for seed in seeds:
         root = Path(runs_dir) / f"seed{seed}"
-        root.mkdir(parents=True, exist_ok=True)
-        (root / "settings.json").write_text(json.dumps(asdict(settings), indent=2))
+        _claim_folder(root, settings)
         train, test = data(settings, seed)
-        start = warm_start_model(settings, train, seed, root / "warm_start")
+        if not (root / TEST_INSTANCES).exists():
+            atomic.write_text(root / TEST_INSTANCES, pd.DataFrame(
+                {"task": [i.task for i in test], "prompt": [i.prompt for i in test], "answer": [i.answer for i in test]}
+            ).to_csv(index=False, lineterminator="\n"))
+        start = warm_start_model(settings, train, seed, root / "warm_start", progress)
         p1 = phase1(settings, start, train, test, seed, root / "phase1", progress)
         frames.append(p1.assign(seed=seed, phase=1, arm="phase 1", N=BASE_N))
+        theory_at_phase1_end(settings, train, seed, root)
         for n in settings.arm_rollouts:
-            arm = ArmSettings(f"N={n}", _step(settings, n), prompts_for(settings, n), arm_lr(settings, n),
-                              settings.sample_budget, settings.eval_every, settings.eval_every, seed)
+            every = arm_eval_every(settings, n)
+            arm = ArmSettings(f"seed {seed} N={n}", _step(settings, n), prompts_for(settings, n), arm_lr(settings, n),
+                              settings.sample_budget, every, every, seed)
             m = run_arm(root / "phase1" / "checkpoint", train, test, arm, root / f"arm_N{n}", settings.eval_samples,
                         settings.eval_temperature, progress=progress, device=settings.device)
             frames.append(m.assign(seed=seed, phase=2, arm=f"N={n}", N=n))
     return pd.concat(frames, ignore_index=True)
+
+
+def theory_at_phase1_end(settings: ExperimentSettings, train, seed: int, root: Path) -> None:
+    """Theorem 1's quantities on the phase-1 checkpoint's own responses, computed once per seed."""
+    if (root / THEORY_BATCHES).exists():
+        return
+    model, tok = tiny.load(root / "phase1" / "checkpoint", settings.device)
+    mbs = mass_balance.MassBalanceSettings(settings.theory_prompts, settings.theory_samples, settings.theory_batches,
+                                           THEORY_ROLLOUTS, settings.temperature, settings.max_new_tokens, seed)
+    supports, batches = mass_balance.analyse(model.eval(), tok, train, mbs)
+    atomic.write_text(root / THEORY_SUPPORTS, supports.to_csv(index=False, lineterminator="\n"))
+    atomic.write_text(root / THEORY_BATCHES, batches.to_csv(index=False, lineterminator="\n"))
 
 
 def final_instance_scores(runs_dir: Path, seed: int, folder: str) -> np.ndarray:

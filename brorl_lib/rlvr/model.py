@@ -25,11 +25,15 @@ class TinyModelShape:
     intermediate: int = 256
     max_positions: int = 128
 
-    def config(self, tokenizer: PreTrainedTokenizerFast) -> Qwen2Config:
+    def check(self) -> None:
         for name in ("hidden", "layers", "heads", "kv_heads", "intermediate", "max_positions"):
             check_int(name, getattr(self, name), low=1)
         if self.hidden % self.heads or self.heads % self.kv_heads:
-            raise ValueError("hidden must be a multiple of heads, and heads a multiple of kv_heads")
+            raise ValueError(f"hidden={self.hidden} must be a multiple of heads={self.heads}, "
+                             f"and heads a multiple of kv_heads={self.kv_heads}")
+
+    def config(self, tokenizer: PreTrainedTokenizerFast) -> Qwen2Config:
+        self.check()
         return Qwen2Config(
             vocab_size=len(tokenizer), hidden_size=self.hidden, intermediate_size=self.intermediate,
             num_hidden_layers=self.layers, num_attention_heads=self.heads, num_key_value_heads=self.kv_heads,

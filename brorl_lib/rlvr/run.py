@@ -24,6 +24,7 @@ from brorl_lib.validation import check_int, check_positive
 
 CHECKPOINT = "checkpoint"
 METRICS = "metrics.csv"
+DONE = "done.json"  # written once the sample budget is spent; a finished arm needs no checkpoint to be read back
 
 
 @dataclass(frozen=True)
@@ -79,9 +80,12 @@ def run_arm(start: Path, train: list[Instance], test: list[Instance], settings: 
     ``max_steps`` stops early (as an interruption would); calling again resumes where it stopped.
     """
     out_dir = Path(out_dir)
+    if (out_dir / DONE).exists():
+        return pd.read_csv(out_dir / METRICS)
     ckpt = out_dir / CHECKPOINT
     resume = (ckpt / "state.json").exists()
     policy, tokenizer = tiny.load(ckpt if resume else start, device)
+    reference = tiny.load(start, device)[0].eval() if settings.step.kl_coef > 0 else None
     optimizer = torch.optim.AdamW(policy.parameters(), lr=settings.lr)
     generator = torch.Generator().manual_seed(settings.seed)
     rows: list[dict] = []
@@ -101,7 +105,7 @@ def run_arm(start: Path, train: list[Instance], test: list[Instance], settings: 
     stop_at = None if max_steps is None else state["step"] + max_steps
     while state["samples"] < settings.sample_budget and (stop_at is None or state["step"] < stop_at):
         picks = torch.randint(len(train), (settings.prompts_per_step,), generator=generator).tolist()
-        m = rl_step(policy, tokenizer, optimizer, [train[i] for i in picks], settings.step, generator)
+        m = rl_step(policy, tokenizer, optimizer, [train[i] for i in picks], settings.step, generator, reference)
         state["step"] += 1
         state["samples"] += m["samples"]
         row = {"step": state["step"], "samples": state["samples"], "tokens": rows[-1]["tokens"] + m["tokens"],
@@ -119,4 +123,6 @@ def run_arm(start: Path, train: list[Instance], test: list[Instance], settings: 
             atomic.write_text(out_dir / METRICS, pd.DataFrame(rows).to_csv(index=False, lineterminator="\n"))
             _save_checkpoint(ckpt, policy, tokenizer, optimizer, generator, state)
     bar.close()
+    if state["samples"] >= settings.sample_budget:
+        atomic.write_text(out_dir / DONE, json.dumps({"step": state["step"], "samples": state["samples"]}))
     return pd.DataFrame(rows)

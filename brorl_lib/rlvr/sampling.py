@@ -42,6 +42,14 @@ def positions(mask: torch.Tensor) -> torch.Tensor:
     return (mask.cumsum(-1) - 1).clamp(min=0)
 
 
+def _draw(logp: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """One token per row by inverse CDF; the uniforms come from a CPU generator, so a seed gives the same
+    draws on any device (for the same probabilities)."""
+    u = torch.rand(logp.shape[0], 1, generator=generator, dtype=torch.float64).to(logp.device)
+    cdf = logp.exp().double().cumsum(-1)
+    return torch.searchsorted(cdf, u * cdf[:, -1:], right=True).clamp(max=logp.shape[1] - 1).squeeze(1)
+
+
 @torch.no_grad()
 def generate(
     model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, prompts: list[str], n: int, max_new_tokens: int,
@@ -69,7 +77,7 @@ def generate(
     tokens, logps = [], []
     for _ in range(max_new_tokens):
         logp = torch.log_softmax(logits.float() / temperature, dim=-1)
-        tok = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
+        tok = _draw(logp, generator)
         tok = torch.where(finished, torch.full_like(tok, pad), tok)
         tokens.append(tok)
         logps.append(torch.where(finished, torch.zeros_like(tok, dtype=logp.dtype), logp.gather(1, tok[:, None]).squeeze(1)))

@@ -51,7 +51,8 @@ def rl_step(policy: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, optimiz
     rollouts = generate(policy, tokenizer, [p.prompt for p in prompts], settings.n_rollouts, settings.max_new_tokens,
                         settings.temperature, generator)
     t_gen = time.perf_counter() - t0
-    rewards = torch.tensor([score(prompts[g], text) for g, text in zip(rollouts.group.tolist(), rollouts.texts)])
+    rewards = torch.tensor([score(prompts[g], text) for g, text in zip(rollouts.group.tolist(), rollouts.texts)],
+                           device=rollouts.group.device)
     keep = alg.dynamic_sampling(rewards, rollouts.group)
     metrics = {"reward_mean": float(rewards.mean()), "pass_rate": alg.pass_rate(keep), "samples": len(rewards),
                "tokens": rollouts.n_tokens, "generation_s": t_gen, "updates": 0}
@@ -65,7 +66,7 @@ def rl_step(policy: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, optimiz
         old_lp = alg.response_log_probs(policy, kept, settings.temperature)
         ref_lp = alg.response_log_probs(reference, kept, settings.temperature) if reference is not None else None
     policy.train()
-    order = torch.randperm(len(idx), generator=generator)
+    order = torch.randperm(len(idx), generator=generator).to(idx.device)
     for chunk in torch.tensor_split(order, settings.mini_batches):
         if len(chunk) == 0:
             continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 from brorl_lib.rlvr.sampling import positions, encode_prompts
@@ -30,7 +31,7 @@ def sft_loss(model: PreTrainedModel, batch: dict[str, torch.Tensor]) -> torch.Te
 
 
 def train_sft(model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, instances: list[Instance], steps: int,
-              batch_size: int, lr: float, seed: int) -> list[float]:
+              batch_size: int, lr: float, seed: int, progress: bool = False) -> list[float]:
     """AdamW on random mini-batches of ``instances``; returns the loss of every step."""
     check_int("steps", steps, low=1)
     check_int("batch_size", batch_size, low=1)
@@ -41,7 +42,7 @@ def train_sft(model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, instan
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     model.train()
     losses = []
-    for _ in range(steps):
+    for _ in tqdm(range(steps), desc="warm start", unit="step", disable=not progress):
         pick = torch.randint(len(instances), (batch_size,), generator=gen).tolist()
         loss = sft_loss(model, sft_batch(tokenizer, [instances[i] for i in pick]))
         opt.zero_grad()
