@@ -32,7 +32,7 @@ def test_notebook_house_rules(spec):
 @pytest.mark.parametrize("profile", available_profiles())
 def test_every_profile_plans_every_notebook(profile):
     for spec in NOTEBOOKS:
-        if profile == "gpu" and spec.name == "02_simulator" and not torch.cuda.is_available():
+        if profile == "gpu" and spec.name in ("02_simulator", "04_laptop_rlvr") and not torch.cuda.is_available():
             with pytest.raises(ValueError, match="device='cuda' is not allowed here"):
                 plan_run(spec, profile)
             continue

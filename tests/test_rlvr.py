@@ -170,7 +170,7 @@ def experiment_run(tmp_path_factory):
 
     runs = tmp_path_factory.mktemp("runs")
     settings = ex.ExperimentSettings(**QUICK_EXPERIMENT)
-    return settings, runs, ex.run(settings, [0], runs, progress=False)
+    return settings, runs, ex.run(settings, [0], runs, progress=False, base_lr_rollouts=(64,))
 
 
 def test_experiment_runs_both_phases_at_equal_budgets_and_resumes(experiment_run):
@@ -179,14 +179,17 @@ def test_experiment_runs_both_phases_at_equal_budgets_and_resumes(experiment_run
     settings, runs, first = experiment_run
     assert ex.prompts_for(settings, 16) == 4 and ex.prompts_for(settings, 64) == 1
     assert ex.arm_lr(settings, 64) == pytest.approx(1e-3)  # 64 x 1 = 16 x 4 samples per step
-    assert first.groupby("arm")["samples"].max().to_dict() == {"phase 1": 128, "N=16": 128, "N=64": 128}
+    assert first.groupby("arm")["samples"].max().to_dict() == {"phase 1": 128, "N=16": 128, "N=64": 128,
+                                                               "N=64 base lr": 128}
+    assert first.groupby("arm")["lr"].first().to_dict() == pytest.approx(
+        {"phase 1": 1e-3, "N=16": 1e-3, "N=64": 1e-3, "N=64 base lr": 1e-3})
     assert first[first.arm == "phase 1"]["step"].max() == 4  # max steps reached before any plateau
     assert json.loads((runs / "seed0" / "phase1" / "phase1_done.json").read_text()) == {"step": 4, "plateau": False}
     # eval_points=2: each arm is evaluated at its start, half-way and at its end
     assert first[first.arm == "N=64"].dropna(subset=["test_score"])["step"].tolist() == [0, 1, 2]
-    for folder in ("phase1", "arm_N16", "arm_N64"):  # finished arms need no checkpoint to be read back
+    for folder in ("phase1", "arm_N16", "arm_N64", "arm_N64_base_lr"):  # finished arms need no checkpoint to be read back
         shutil.rmtree(runs / "seed0" / folder / "checkpoint")
-    again = ex.run(settings, [0], runs, progress=False)  # everything finished: nothing re-runs
+    again = ex.run(settings, [0], runs, progress=False, base_lr_rollouts=(64,))  # all finished: nothing re-runs
     timing = ["elapsed_s", "generation_s"]
     pd.testing.assert_frame_equal(first.drop(columns=timing), again.drop(columns=timing))
     assert ex.final_instance_scores(runs, 0, "arm_N64").shape == (12,)
@@ -216,12 +219,12 @@ def test_report_tables_from_a_run(experiment_run):
 
     settings, runs, metrics = experiment_run
     t1 = report.table1(metrics, settings)
-    assert t1["arm"].tolist() == ["N=16", "N=64"] and t1["samples"].tolist() == [128, 128]
-    assert t1["steps"].tolist() == [2, 2] and t1["prompts_per_step"].tolist() == [4, 1]
+    assert t1["arm"].tolist() == ["N=16", "N=64", "N=64 base lr"] and t1["samples"].tolist() == [128] * 3
+    assert t1["steps"].tolist() == [2, 2, 2] and t1["prompts_per_step"].tolist() == [4, 1, 1]
     t2 = report.table2(metrics)
     assert ((t2["pass_rate_pct"] >= 0) & (t2["pass_rate_pct"] <= 100)).all() and (t2["samples_per_s"] > 0).all()
     instances = report.instance_scores(runs, metrics)
-    assert set(instances["task"]) == {"spell_backward", "arithmetic"} and len(instances) == 2 * 3 * 12
+    assert set(instances["task"]) == {"spell_backward", "arithmetic"} and len(instances) == 3 * 3 * 12
     evals = report.evaluations(metrics)
     last = evals.groupby("arm").tail(1).set_index("arm")["test_score"]
     per_instance = instances[instances.step == 2].groupby("arm")["score"].mean()
@@ -229,17 +232,18 @@ def test_report_tables_from_a_run(experiment_run):
     shrink = report.knowledge_shrinkage(instances)
     pairs = report.final_vs_start(instances)
     expected = 100 * (pairs[pairs.arm == "N=64"]["final"] < pairs[pairs.arm == "N=64"]["start"]).mean()
+    assert set(pairs["arm"]) == {"N=16", "N=64", "N=64 base lr"}
     assert shrink.set_index(["arm", "task"]).at[("N=64", "all"), "dropped_pct"] == pytest.approx(expected)
     tests = report.paired_tests(instances)
-    assert tests["arm"].tolist() == ["N=64"] and tests["n"].tolist() == [12]
+    assert tests["arm"].tolist() == ["N=64", "N=64 base lr"] and tests["n"].tolist() == [12, 12]
 
 
 def test_theorem1_on_real_batches(experiment_run):
     from brorl_lib import theory
     from brorl_lib.rlvr import mass_balance, report
 
-    settings, runs, _ = experiment_run
-    supports, batches, summary = report.theory_tables(runs, [0])
+    _, runs, _ = experiment_run
+    supports, _, summary = report.theory_tables(runs, [0])
     assert len(supports) == 2 and (supports["coverage"] > 0).all() and (supports["coverage"] <= 1 + 1e-9).all()
     assert summary["N"].tolist() == [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
     assert (np.diff(summary["expected_u2"]) <= 1e-15).all()  # Corollary 3: falls with N
@@ -255,3 +259,24 @@ def test_theorem1_on_real_batches(experiment_run):
     mb = theory.mass_balance(p, correct, sampled, 1.0, -1.0)
     assert rows.iloc[0]["delta_q"] == pytest.approx(theory.delta_q_theorem1(mb, 1.0, -1.0, 1.0, 4))
     assert rows.iloc[0]["distinct"] == sampled.sum()
+
+
+def test_notebook_config_rejects_bad_parameters_by_name():
+    import ast
+
+    import papermill
+
+    from brorl_lib.registry import get_notebook
+    from brorl_lib.rlvr.report import LaptopRLVRConfig
+
+    spec = get_notebook("04_laptop_rlvr")
+    defaults = {k: ast.literal_eval(v["default"]) for k, v in papermill.inspect_notebook(str(spec.path)).items()}
+    cfg = LaptopRLVRConfig(**defaults)
+    assert cfg.settings().model.hidden == defaults["hidden_size"] and cfg.runs_path().is_absolute()
+    for change, message in [({"arm_rollouts": [32, 512]}, "must include the baseline N=16"),
+                            ({"seeds": [0, 0]}, "repeats a seed"),
+                            ({"tasks": "spell_backward"}, "tasks='spell_backward' is not allowed"),
+                            ({"hidden_size": 130}, "hidden=130 must be a multiple of heads=4"),
+                            ({"runs_dir": " "}, "runs_dir is empty")]:
+        with pytest.raises(ValueError, match=message):
+            LaptopRLVRConfig(**{**defaults, **change})

@@ -149,7 +149,7 @@ def test_reasoning_gym_reward_is_one_for_the_right_answer_and_zero_otherwise(rg_
     for _, r in val.iterrows():
         answer = codec.decode_entry(r.extra_info["entry"])["answer"]
         truth = r.reward_model["ground_truth"]
-        call = lambda text: rewards.compute_score(r.data_source, text, truth, r.extra_info)  # noqa: E731
+        call = lambda text: rewards.compute_score(r.data_source, text, truth, r.extra_info)
         assert call(f"Let me think.\n<answer>{answer}</answer>") == {"score": 1.0, "acc": 1.0}, r.data_source
         wrong = call("<answer>certainly not this</answer>")
         assert wrong["acc"] == 0.0 and wrong["score"] <= 0.05, r.data_source  # some tasks give format credit
@@ -160,7 +160,7 @@ def test_reasoning_gym_reward_is_one_for_the_right_answer_and_zero_otherwise(rg_
 
 
 def test_math_reward_uses_verls_scorer_then_math_verify():
-    score = lambda text, gt, mv="inline": rewards.compute_score("math.dsr", text, gt, {}, math_verify=mv)  # noqa: E731
+    score = lambda text, gt, mv="inline": rewards.compute_score("math.dsr", text, gt, {}, math_verify=mv)
     assert score(r"... so \boxed{\frac{3}{4}}", r"\frac{3}{4}") == {"score": 1.0, "acc": 1.0}
     assert score(r"... so \boxed{\dfrac34}", r"\frac{3}{4}")["score"] == 1.0  # verl's MATH normaliser
     assert score(r"... so \boxed{0.75}", r"\frac{3}{4}")["score"] == 1.0  # only Math-Verify sees this
@@ -185,7 +185,7 @@ def test_code_rows_from_a_local_file_and_their_reward_is_the_share_of_tests_pass
     right = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
     half = "```python\na, b = map(int, input().split())\nprint(3)\n```"
     truth = row.reward_model["ground_truth"]
-    score = lambda text: rewards.compute_score(row.data_source, text, truth, row.extra_info)  # noqa: E731
+    score = lambda text: rewards.compute_score(row.data_source, text, truth, row.extra_info)
     assert score(right) == {"score": 1.0, "acc": 1.0}
     assert score(half) == {"score": 0.5, "acc": 0.0}
 

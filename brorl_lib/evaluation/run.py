@@ -24,8 +24,16 @@ from tqdm.auto import tqdm
 
 from brorl_lib.evaluation import results as res
 from brorl_lib.evaluation.backends import Backend
-from brorl_lib.evaluation.benchmarks import (BENCHMARKS, RG_MAX_INSTANCES_PER_TASK, Instance, check_local_file,
-                                             expand, load_instances, rg_category, rg_tasks_by_category)
+from brorl_lib.evaluation.benchmarks import (
+    BENCHMARKS,
+    RG_MAX_INSTANCES_PER_TASK,
+    Instance,
+    check_local_file,
+    expand,
+    load_instances,
+    rg_category,
+    rg_tasks_by_category,
+)
 from brorl_lib.evaluation.protocol import PROMPT_VERSION, RG_INSTANCES_PER_TASK, SamplingParams
 from brorl_lib.evaluation.sandbox import Limits
 from brorl_lib.evaluation.scoring import score

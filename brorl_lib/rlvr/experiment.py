@@ -18,8 +18,8 @@ import torch
 
 from brorl_lib import atomic
 from brorl_lib.rlvr import algorithm as alg
-from brorl_lib.rlvr import model as tiny
 from brorl_lib.rlvr import mass_balance, tasks, warm_start
+from brorl_lib.rlvr import model as tiny
 from brorl_lib.rlvr.run import ArmSettings, run_arm
 from brorl_lib.rlvr.step import StepSettings
 from brorl_lib.rlvr.tokenizer import build_tokenizer
@@ -84,7 +84,7 @@ class ExperimentSettings:
         check_range("kl_coef", self.kl_coef, low=0.0)
         check_choice("device", self.device.split(":")[0], ("cpu", "cuda"))
         if self.device.startswith("cuda") and not torch.cuda.is_available():
-            raise ValueError(f"device={self.device!r} but no CUDA device is visible; use device='cpu'")
+            raise ValueError(f"device={self.device!r} is not allowed here: no CUDA device is visible; use device='cpu'")
         self.model.check()
         for n in self.arm_rollouts:
             if self.sample_budget < n * prompts_for(self, n):
@@ -172,10 +172,18 @@ def _claim_folder(root: Path, settings: ExperimentSettings) -> None:
     atomic.write_text(record, json.dumps(_settings_record(settings), indent=2))
 
 
-def run(settings: ExperimentSettings, seeds: list[int], runs_dir: Path, progress: bool = True) -> pd.DataFrame:
-    """Every seed's phase 1 and phase-2 arms; returns all metrics with columns seed, phase, arm, N."""
+def run(settings: ExperimentSettings, seeds: list[int], runs_dir: Path, progress: bool = True,
+        base_lr_rollouts: tuple[int, ...] = ()) -> pd.DataFrame:
+    """Every seed's phase 1 and phase-2 arms; returns all metrics with columns seed, phase, arm, N, lr, folder.
+
+    ``base_lr_rollouts`` adds ablation arms: the same N, prompts and samples, but the N=16 arm's learning
+    rate instead of the square-root rule (arm "N=<n> base lr", folder ``arm_N<n>_base_lr``)."""
     settings.validate()
     check_int_list("seeds", seeds, low=0)
+    if base_lr_rollouts:
+        check_int_list("base_lr_rollouts", list(base_lr_rollouts), low=2)
+    arms = [(f"N={n}", n, arm_lr(settings, n), f"arm_N{n}") for n in settings.arm_rollouts]
+    arms += [(f"N={n} base lr", n, settings.base_lr, f"arm_N{n}_base_lr") for n in base_lr_rollouts]
     frames = []
     for seed in seeds:
         root = Path(runs_dir) / f"seed{seed}"
@@ -187,15 +195,15 @@ def run(settings: ExperimentSettings, seeds: list[int], runs_dir: Path, progress
             ).to_csv(index=False, lineterminator="\n"))
         start = warm_start_model(settings, train, seed, root / "warm_start", progress)
         p1 = phase1(settings, start, train, test, seed, root / "phase1", progress)
-        frames.append(p1.assign(seed=seed, phase=1, arm="phase 1", N=BASE_N))
+        frames.append(p1.assign(seed=seed, phase=1, arm="phase 1", N=BASE_N, lr=settings.base_lr, folder="phase1"))
         theory_at_phase1_end(settings, train, seed, root)
-        for n in settings.arm_rollouts:
+        for name, n, lr, folder in arms:
             every = arm_eval_every(settings, n)
-            arm = ArmSettings(f"seed {seed} N={n}", _step(settings, n), prompts_for(settings, n), arm_lr(settings, n),
+            arm = ArmSettings(f"seed {seed} {name}", _step(settings, n), prompts_for(settings, n), lr,
                               settings.sample_budget, every, every, seed)
-            m = run_arm(root / "phase1" / "checkpoint", train, test, arm, root / f"arm_N{n}", settings.eval_samples,
+            m = run_arm(root / "phase1" / "checkpoint", train, test, arm, root / folder, settings.eval_samples,
                         settings.eval_temperature, progress=progress, device=settings.device)
-            frames.append(m.assign(seed=seed, phase=2, arm=f"N={n}", N=n))
+            frames.append(m.assign(seed=seed, phase=2, arm=name, N=n, lr=lr, folder=folder))
     return pd.concat(frames, ignore_index=True)
 
 

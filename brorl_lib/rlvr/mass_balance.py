@@ -119,3 +119,11 @@ def summary(batches: pd.DataFrame) -> pd.DataFrame:
         "mean_distinct": g["distinct"].mean(),
     })
     return out.reset_index()
+
+
+def groups_with_correct(q_pos: np.ndarray, rollouts) -> np.ndarray:
+    """Mean over prompts of 1 - (1 - Q_pos)^N: the chance a group of N holds a correct response, i.e. that a
+    binary-reward group carries a learning signal through dynamic sampling (unless every response is correct)."""
+    q = np.asarray(q_pos, dtype=np.float64)[None, :]
+    n = np.asarray(rollouts, dtype=np.float64)[:, None]
+    return (-np.expm1(n * np.log1p(-np.minimum(q, 1.0 - 1e-300)))).mean(axis=1)

@@ -13,6 +13,12 @@ def arm_colours(arms: list[str]) -> dict[str, str]:
     return {a: PALETTE[i % len(PALETTE)] for i, a in enumerate(arms)}
 
 
+def _legend(fig: plt.Figure, ax: plt.Axes) -> None:
+    """One legend for the figure, outside the panels on the right."""
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, title="arm", fontsize=6, loc="outside right center")
+
+
 def _mean_band(ax, data: pd.DataFrame, x: str, y: str, colour: str, label: str) -> None:
     """Mean over seeds at each evaluation (x averaged too), with a min-max band when there are several."""
     s = data.groupby("step").agg(x=(x, "mean"), mean=(y, "mean"), lo=(y, "min"), hi=(y, "max"), n=("seed", "nunique"))
@@ -35,7 +41,7 @@ def figure1(evals: pd.DataFrame, arms: list[str]) -> plt.Figure:
         ax.set_ylabel("Held-out score (mean verifier reward)")
     axes[0].set_title("Score vs samples", loc="left")
     axes[1].set_title("Score vs time", loc="left")
-    axes[1].legend(title="arm", fontsize=6)
+    _legend(fig, axes[0])
     seeds = evals["seed"].nunique()
     if seeds > 1:
         fig.suptitle(f"mean over {seeds} seeds; band: min to max", fontsize=7, x=0.99, ha="right")
@@ -54,7 +60,7 @@ def figure4(curves: pd.DataFrame, arms: list[str]) -> plt.Figure:
         ax.set_title(task, loc="left")
         ax.set_xlabel("Generated samples in phase 2")
     axes[0][0].set_ylabel("Held-out score")
-    axes[0][-1].legend(title="arm", fontsize=6)
+    _legend(fig, axes[0][0])
     return fig
 
 
@@ -71,22 +77,24 @@ def shrinkage(table: pd.DataFrame, arms: list[str]) -> plt.Figure:
         ax.set_xticks(np.arange(len(tasks)) + width * (len(arms) - 1) / 2, tasks, rotation=15)
         ax.set_title(title, loc="left")
     axes[0].set_ylabel("% of held-out instances")
-    axes[1].legend(title="arm", fontsize=6)
+    _legend(fig, axes[0])
     return fig
 
 
 def theory(summary: pd.DataFrame, arms_n: list[int]) -> plt.Figure:
     """Theorem 1 on the phase-1 checkpoint's responses against N: the share of batches it predicts lose
-    correct mass, the expected unsampled second moment, and the distinct responses a group holds."""
-    fig, axes = new_figure("full", aspect=0.3, ncols=3)
-    specs = (("share_negative", "Share of batches with predicted $\\Delta Q_{pos}<0$"),
+    correct mass, the expected unsampled second moment, the chance a group holds a correct response, and
+    the distinct responses a group holds."""
+    fig, axes = new_figure("full", aspect=0.26, ncols=4)
+    specs = (("share_negative", "Batches with predicted $\\Delta Q_{pos}<0$"),
              ("expected_u2", "$E[U_{pos,2}+U_{neg,2}]$ (Corollary 3)"),
+             ("share_groups_with_correct", "Groups holding a correct response"),
              ("mean_distinct", "Distinct responses in a group"))
     for ax, (col, title) in zip(axes, specs):
         ax.plot(summary["N"], summary[col], color=PALETTE[0], marker="o", ms=2.5, lw=1.1)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("N (rollouts per prompt)")
-        ax.set_title(title, loc="left")
+        ax.set_title(title, loc="left", fontsize=7)
         for n in arms_n:
             ax.axvline(n, color="0.6", lw=0.6, ls=":")
     axes[1].set_yscale("log")

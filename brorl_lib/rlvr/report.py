@@ -48,13 +48,16 @@ class LaptopRLVRConfig(NotebookConfig):
     theory_prompts: int
     theory_samples: int
     theory_batches: int
+    base_lr_rollouts: list
     seeds: list
     runs_dir: str
     device: str
 
     def validate(self) -> None:
-        for name in ("tasks", "difficulties", "arm_rollouts", "seeds"):
+        for name in ("tasks", "difficulties", "arm_rollouts", "base_lr_rollouts", "seeds"):
             check_type(name, getattr(self, name), (list, tuple), "a list")
+        if self.base_lr_rollouts:
+            check_int_list("base_lr_rollouts", list(self.base_lr_rollouts), low=2)
         check_type("runs_dir", self.runs_dir, str, "a folder path")
         check_type("device", self.device, str, "'cpu' or 'cuda'")
         check_int_list("seeds", list(self.seeds), low=0)
@@ -87,7 +90,9 @@ class LaptopRLVRConfig(NotebookConfig):
 
 
 def arm_order(metrics: pd.DataFrame) -> list[str]:
-    return [f"N={n}" for n in sorted(metrics.loc[metrics.phase == 2, "N"].unique())]
+    """Phase-2 arms by N, each ablation arm after the arm of its N."""
+    arms = metrics.loc[metrics.phase == 2, ["arm", "N"]].drop_duplicates()
+    return arms.assign(ablation=arms["arm"] != "N=" + arms["N"].astype(str)).sort_values(["N", "ablation"])["arm"].tolist()
 
 
 def evaluations(metrics: pd.DataFrame) -> pd.DataFrame:
@@ -113,17 +118,18 @@ def table1(metrics: pd.DataFrame, settings: ex.ExperimentSettings) -> pd.DataFra
     """Scaled-down Table 1: per arm, steps, samples, time and the held-out score (mean over seeds, with sd)."""
     p2 = metrics[metrics.phase == 2]
     per_seed = p2.groupby(["arm", "N", "seed"]).agg(steps=("step", "max"), samples=("samples", "max"),
-                                                    time_s=("elapsed_s", "max")).reset_index()
+                                                    time_s=("elapsed_s", "max"), lr=("lr", "first")).reset_index()
     final = p2.dropna(subset=["test_score"]).groupby(["arm", "seed"])["test_score"].last().rename("score")
     per_seed = per_seed.merge(final.reset_index(), on=["arm", "seed"])
     start = phase1_end(metrics).set_index("seed")["test_score"]
     per_seed["gain"] = per_seed["score"] - per_seed["seed"].map(start)
     out = per_seed.groupby(["arm", "N"]).agg(
-        prompts_per_step=("N", lambda s: ex.prompts_for(settings, int(s.iloc[0]))), steps=("steps", "mean"),
+        prompts_per_step=("N", lambda s: ex.prompts_for(settings, int(s.iloc[0]))), lr=("lr", "first"),
+        steps=("steps", "mean"),
         samples=("samples", "mean"), time_s=("time_s", "mean"), score=("score", "mean"), score_sd=("score", "std"),
         gain=("gain", "mean"), seeds=("seed", "nunique")).reset_index()
-    out.insert(3, "lr", [ex.arm_lr(settings, int(n)) for n in out["N"]])
-    return out.sort_values("N", ignore_index=True)
+    out[["steps", "samples"]] = out[["steps", "samples"]].round().astype(int)  # equal in every seed by design
+    return out.set_index("arm").loc[arm_order(metrics)].reset_index()
 
 
 def table2(metrics: pd.DataFrame) -> pd.DataFrame:
@@ -136,7 +142,8 @@ def table2(metrics: pd.DataFrame) -> pd.DataFrame:
         updates_per_step=("updates", "mean")).reset_index()
     out["pass_rate_pct"] = 100 * out.pop("pass_rate")
     out["samples_per_s"] = out["samples"] / out["generation_s"]
-    return out.sort_values("N", ignore_index=True)
+    out["samples"] = out["samples"].astype(int)  # summed over seeds
+    return out.set_index("arm").loc[arm_order(metrics)].reset_index()
 
 
 def _score_files(folder: Path) -> list[tuple[int, Path]]:
@@ -152,12 +159,12 @@ def instance_scores(runs_dir: Path, metrics: pd.DataFrame) -> pd.DataFrame:
     for seed in sorted(metrics["seed"].unique()):
         root = Path(runs_dir) / f"seed{seed}"
         tasks = pd.read_csv(root / ex.TEST_INSTANCES)["task"].to_numpy()
-        p1_step, p1_file = _score_files(root / "phase1")[-1]
-        for n in sorted(metrics.loc[(metrics.phase == 2) & (metrics.seed == seed), "N"].unique()):
-            m = metrics[(metrics.seed == seed) & (metrics.phase == 2) & (metrics.N == n)].set_index("step")
-            for step, f in [(0, p1_file)] + _score_files(root / f"arm_N{n}"):
+        p1_file = _score_files(root / "phase1")[-1][1]
+        for (arm, n, folder), m in metrics[(metrics.seed == seed) & (metrics.phase == 2)].groupby(["arm", "N", "folder"]):
+            m = m.set_index("step")
+            for step, f in [(0, p1_file)] + _score_files(root / folder):
                 samples, elapsed = (0, 0.0) if step == 0 else (m.at[step, "samples"], m.at[step, "elapsed_s"])
-                frames.append(pd.DataFrame({"seed": seed, "arm": f"N={n}", "N": n, "step": step, "samples": samples,
+                frames.append(pd.DataFrame({"seed": seed, "arm": arm, "N": n, "step": step, "samples": samples,
                                             "elapsed_s": elapsed, "task": tasks, "item": np.arange(len(tasks)),
                                             "score": np.load(f)}))
     return pd.concat(frames, ignore_index=True)
@@ -210,4 +217,6 @@ def theory_tables(runs_dir: Path, seeds: list[int]) -> tuple[pd.DataFrame, pd.Da
                          ignore_index=True)
     batches = pd.concat([pd.read_csv(Path(runs_dir) / f"seed{s}" / ex.THEORY_BATCHES).assign(seed=s) for s in seeds],
                         ignore_index=True)
-    return supports, batches, mass_balance.summary(batches)
+    summary = mass_balance.summary(batches)
+    summary["share_groups_with_correct"] = mass_balance.groups_with_correct(supports["q_pos"].to_numpy(), summary["N"])
+    return supports, batches, summary

@@ -6,7 +6,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
-from brorl_lib.rlvr.sampling import positions, encode_prompts
+from brorl_lib.rlvr.sampling import encode_prompts, positions
 from brorl_lib.rlvr.tasks import Instance
 from brorl_lib.validation import check_int, check_positive
 

@@ -175,7 +175,7 @@ def reward_checks(val: pd.DataFrame, math_verify: str = "inline") -> pd.DataFram
             ref = reference_response(r)
             if ref is None:
                 continue
-            score = lambda text: rewards.compute_score(source, text, gt, extra, math_verify=math_verify)  # noqa: E731
+            score = lambda text: rewards.compute_score(source, text, gt, extra, math_verify=math_verify)
             right.append(score(ref)["score"])
             wrong.append(score("<answer>no idea</answer> \\boxed{no idea}")["score"])
             if r["ability"] == "reasoning_gym":  # the <answer> tags are Reasoning Gym's format (ProRL)
