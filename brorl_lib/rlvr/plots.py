@@ -19,12 +19,17 @@ def _legend(fig: plt.Figure, ax: plt.Axes) -> None:
     fig.legend(handles, labels, title="arm", fontsize=6, loc="outside right center")
 
 
+def _style(arm: str) -> str:
+    """Solid for the main arms ("N=<n>"), dashed for ablation arms ("N=<n> base lr")."""
+    return "-" if " " not in arm else "--"
+
+
 def _mean_band(ax, data: pd.DataFrame, x: str, y: str, colour: str, label: str) -> None:
     """Mean over seeds at each evaluation (x averaged too), with a min-max band when there are several."""
     s = data.groupby("step").agg(x=(x, "mean"), mean=(y, "mean"), lo=(y, "min"), hi=(y, "max"), n=("seed", "nunique"))
-    ax.plot(s["x"], s["mean"], color=colour, lw=1.1, marker="o", ms=2, label=label)
+    ax.plot(s["x"], s["mean"], color=colour, lw=1.1, ls=_style(label), marker="o", ms=2, label=label)
     if s["n"].max() > 1:
-        ax.fill_between(s["x"], s["lo"], s["hi"], color=colour, alpha=0.18, lw=0)
+        ax.fill_between(s["x"], s["lo"], s["hi"], color=colour, alpha=0.1, lw=0)
 
 
 def figure1(evals: pd.DataFrame, arms: list[str]) -> plt.Figure:
@@ -56,7 +61,7 @@ def figure4(curves: pd.DataFrame, arms: list[str]) -> plt.Figure:
     for ax, task in zip(axes[0], tasks):
         for arm in arms:
             g = curves[(curves.task == task) & (curves.arm == arm)]
-            ax.plot(g["samples"], g["score"], color=colours[arm], lw=1.1, marker="o", ms=2, label=arm)
+            ax.plot(g["samples"], g["score"], color=colours[arm], lw=1.1, ls=_style(arm), marker="o", ms=2, label=arm)
         ax.set_title(task, loc="left")
         ax.set_xlabel("Generated samples in phase 2")
     axes[0][0].set_ylabel("Held-out score")
@@ -85,17 +90,18 @@ def theory(summary: pd.DataFrame, arms_n: list[int]) -> plt.Figure:
     """Theorem 1 on the phase-1 checkpoint's responses against N: the share of batches it predicts lose
     correct mass, the expected unsampled second moment, the chance a group holds a correct response, and
     the distinct responses a group holds."""
-    fig, axes = new_figure("full", aspect=0.26, ncols=4)
-    specs = (("share_negative", "Batches with predicted $\\Delta Q_{pos}<0$"),
+    fig, axes = new_figure("full", aspect=0.5, nrows=2, ncols=2, sharex=True)
+    specs = (("share_negative", "Share of batches with predicted $\\Delta Q_{pos}<0$"),
              ("expected_u2", "$E[U_{pos,2}+U_{neg,2}]$ (Corollary 3)"),
-             ("share_groups_with_correct", "Groups holding a correct response"),
+             ("share_groups_with_correct", "Share of groups holding a correct response"),
              ("mean_distinct", "Distinct responses in a group"))
-    for ax, (col, title) in zip(axes, specs):
+    for ax, (col, title) in zip(axes.flat, specs):
         ax.plot(summary["N"], summary[col], color=PALETTE[0], marker="o", ms=2.5, lw=1.1)
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("N (rollouts per prompt)")
-        ax.set_title(title, loc="left", fontsize=7)
+        ax.set_title(title, loc="left")
         for n in arms_n:
             ax.axvline(n, color="0.6", lw=0.6, ls=":")
-    axes[1].set_yscale("log")
+    for ax in axes[1]:
+        ax.set_xlabel("N (rollouts per prompt)")
+    axes[0][1].set_yscale("log")
     return fig
