@@ -1,6 +1,7 @@
 """The laptop-scale RLVR pieces: tokenizer, model, tasks, sampling, warm start, verl algorithm, one RL step."""
 
 import json
+import os
 import shutil
 
 import numpy as np
@@ -144,6 +145,7 @@ def test_arm_resumes_bit_for_bit(tok, model, tmp_path):
     whole = run_arm(tmp_path / "start", train, test, settings, tmp_path / "whole", **kwargs)
     first = run_arm(tmp_path / "start", train, test, settings, tmp_path / "cut", max_steps=4, **kwargs)
     assert first["step"].max() == 4
+    os.replace(tmp_path / "cut" / "checkpoint", tmp_path / "cut" / "checkpoint.old")  # cut during a swap
     resumed = run_arm(tmp_path / "start", train, test, settings, tmp_path / "cut", **kwargs)
     timing = ["elapsed_s", "generation_s"]
     assert len(whole) == 7 and whole["samples"].iloc[-1] == 48
@@ -159,7 +161,7 @@ def test_arm_resumes_bit_for_bit(tok, model, tmp_path):
 QUICK_EXPERIMENT = dict(
     task_names=("spell_backward", "arithmetic"), difficulties=(1, 1), n_train=60, n_test=6, warm_start_steps=20,
     warm_start_lr=3e-3, phase1_prompts=2, phase1_max_steps=4, plateau_patience=5, plateau_tol=0.0,
-    arm_rollouts=(16, 64), arm_prompts=1, sample_budget=128, base_lr=1e-3, mini_batches=2, temperature=1.0,
+    arm_rollouts=(16, 32), arm_prompts=1, sample_budget=128, base_lr=1e-3, mini_batches=2, temperature=1.0,
     max_new_tokens=6, eval_samples=2, eval_temperature=0.6, eval_every=2, eval_points=2, theory_prompts=2,
     theory_samples=64, theory_batches=4)
 
@@ -170,29 +172,30 @@ def experiment_run(tmp_path_factory):
 
     runs = tmp_path_factory.mktemp("runs")
     settings = ex.ExperimentSettings(**QUICK_EXPERIMENT)
-    return settings, runs, ex.run(settings, [0], runs, progress=False, base_lr_rollouts=(64,))
+    return settings, runs, ex.run(settings, [0], runs, progress=False, base_lr_rollouts=(32,))
 
 
 def test_experiment_runs_both_phases_at_equal_budgets_and_resumes(experiment_run):
     from brorl_lib.rlvr import experiment as ex
 
     settings, runs, first = experiment_run
-    assert ex.prompts_for(settings, 16) == 4 and ex.prompts_for(settings, 64) == 1
-    assert ex.arm_lr(settings, 64) == pytest.approx(1e-3)  # 64 x 1 = 16 x 4 samples per step
-    assert first.groupby("arm")["samples"].max().to_dict() == {"phase 1": 128, "N=16": 128, "N=64": 128,
-                                                               "N=64 base lr": 128}
+    assert ex.prompts_for(settings, 16) == 4 and ex.prompts_for(settings, 32) == 1
+    assert first.groupby("arm")["samples"].max().to_dict() == {"phase 1": 128, "N=16": 128, "N=32": 128,
+                                                               "N=32 base lr": 128}
+    # square-root rule: 32 x 1 samples per step against 16 x 4; the ablation arm keeps the base rate
     assert first.groupby("arm")["lr"].first().to_dict() == pytest.approx(
-        {"phase 1": 1e-3, "N=16": 1e-3, "N=64": 1e-3, "N=64 base lr": 1e-3})
+        {"phase 1": 1e-3, "N=16": 1e-3, "N=32": 1e-3 * 0.5**0.5, "N=32 base lr": 1e-3})
+    assert first.groupby("arm")["step"].max().to_dict() == {"phase 1": 4, "N=16": 2, "N=32": 4, "N=32 base lr": 4}
     assert first[first.arm == "phase 1"]["step"].max() == 4  # max steps reached before any plateau
     assert json.loads((runs / "seed0" / "phase1" / "phase1_done.json").read_text()) == {"step": 4, "plateau": False}
     # eval_points=2: each arm is evaluated at its start, half-way and at its end
-    assert first[first.arm == "N=64"].dropna(subset=["test_score"])["step"].tolist() == [0, 1, 2]
-    for folder in ("phase1", "arm_N16", "arm_N64", "arm_N64_base_lr"):  # finished arms need no checkpoint to be read back
+    assert first[first.arm == "N=32"].dropna(subset=["test_score"])["step"].tolist() == [0, 2, 4]
+    for folder in ("phase1", "arm_N16", "arm_N32", "arm_N32_base_lr"):  # finished arms need no checkpoint to be read back
         shutil.rmtree(runs / "seed0" / folder / "checkpoint")
-    again = ex.run(settings, [0], runs, progress=False, base_lr_rollouts=(64,))  # all finished: nothing re-runs
+    again = ex.run(settings, [0], runs, progress=False, base_lr_rollouts=(32,))  # all finished: nothing re-runs
     timing = ["elapsed_s", "generation_s"]
     pd.testing.assert_frame_equal(first.drop(columns=timing), again.drop(columns=timing))
-    assert ex.final_instance_scores(runs, 0, "arm_N64").shape == (12,)
+    assert ex.final_instance_scores(runs, 0, "arm_N32").shape == (12,)
     with pytest.raises(ValueError, match=r"other settings \(differs in \['base_lr'\]\)"):
         ex.run(ex.ExperimentSettings(**{**QUICK_EXPERIMENT, "base_lr": 2e-3}), [0], runs, progress=False)
 
@@ -203,7 +206,9 @@ def test_experiment_runs_both_phases_at_equal_budgets_and_resumes(experiment_run
     ({"difficulties": (1,)}, "one level per task"),
     ({"difficulties": (1, 7)}, "difficulty of arithmetic=7"),
     ({"arm_prompts": 0}, "arm_prompts=0"),
-    ({"sample_budget": 32}, "less than one step of the N=16 arm"),
+    ({"sample_budget": 96}, "must be a multiple of the N=16 arm's samples per step \\(64\\)"),
+    ({"arm_rollouts": (16, 32, 32)}, "names an N twice"),
+    ({"n_train": 300}, "too few distinct instances"),
     ({"device": "tpu"}, "device='tpu'"),
 ])
 def test_experiment_rejects_bad_settings_before_work(change, message, tmp_path):
@@ -219,23 +224,24 @@ def test_report_tables_from_a_run(experiment_run):
 
     settings, runs, metrics = experiment_run
     t1 = report.table1(metrics, settings)
-    assert t1["arm"].tolist() == ["N=16", "N=64", "N=64 base lr"] and t1["samples"].tolist() == [128] * 3
-    assert t1["steps"].tolist() == [2, 2, 2] and t1["prompts_per_step"].tolist() == [4, 1, 1]
+    assert t1["arm"].tolist() == ["N=16", "N=32", "N=32 base lr"] and t1["samples"].tolist() == [128] * 3
+    assert t1["steps"].tolist() == [2, 4, 4] and t1["prompts_per_step"].tolist() == [4, 1, 1]
     t2 = report.table2(metrics)
     assert ((t2["pass_rate_pct"] >= 0) & (t2["pass_rate_pct"] <= 100)).all() and (t2["samples_per_s"] > 0).all()
     instances = report.instance_scores(runs, metrics)
     assert set(instances["task"]) == {"spell_backward", "arithmetic"} and len(instances) == 3 * 3 * 12
     evals = report.evaluations(metrics)
     last = evals.groupby("arm").tail(1).set_index("arm")["test_score"]
-    per_instance = instances[instances.step == 2].groupby("arm")["score"].mean()
+    final_step = instances.groupby("arm")["step"].transform("max")
+    per_instance = instances[instances.step == final_step].groupby("arm")["score"].mean()
     np.testing.assert_allclose(last.sort_index(), per_instance.sort_index())  # the two records agree
     shrink = report.knowledge_shrinkage(instances)
     pairs = report.final_vs_start(instances)
-    expected = 100 * (pairs[pairs.arm == "N=64"]["final"] < pairs[pairs.arm == "N=64"]["start"]).mean()
-    assert set(pairs["arm"]) == {"N=16", "N=64", "N=64 base lr"}
-    assert shrink.set_index(["arm", "task"]).at[("N=64", "all"), "dropped_pct"] == pytest.approx(expected)
+    expected = 100 * (pairs[pairs.arm == "N=32"]["final"] < pairs[pairs.arm == "N=32"]["start"]).mean()
+    assert set(pairs["arm"]) == {"N=16", "N=32", "N=32 base lr"}
+    assert shrink.set_index(["arm", "task"]).at[("N=32", "all"), "dropped_pct"] == pytest.approx(expected)
     tests = report.paired_tests(instances)
-    assert tests["arm"].tolist() == ["N=64", "N=64 base lr"] and tests["n"].tolist() == [12, 12]
+    assert tests["arm"].tolist() == ["N=32", "N=32 base lr"] and tests["n"].tolist() == [12, 12]
 
 
 def test_theorem1_on_real_batches(experiment_run):
@@ -280,3 +286,18 @@ def test_notebook_config_rejects_bad_parameters_by_name():
                             ({"runs_dir": " "}, "runs_dir is empty")]:
         with pytest.raises(ValueError, match=message):
             LaptopRLVRConfig(**{**defaults, **change})
+
+
+def test_phase1_stops_at_the_plateau_and_a_resumed_phase1_checks_first(tmp_path):
+    from brorl_lib.rlvr import experiment as ex
+
+    settings = ex.ExperimentSettings(**{**QUICK_EXPERIMENT, "arm_rollouts": (16,), "plateau_patience": 1,
+                                        "plateau_tol": 1.0, "theory_prompts": 1, "theory_samples": 8})
+    ex.run(settings, [0], tmp_path, progress=False)
+    done = tmp_path / "seed0" / "phase1" / "phase1_done.json"
+    assert json.loads(done.read_text()) == {"step": 2, "plateau": True}  # no gain of 1.0 after one evaluation
+    done.unlink()  # as if interrupted after the chunk was saved but before the plateau check
+    train, test = ex.data(settings, 0)
+    start = tmp_path / "seed0" / "warm_start"
+    metrics = ex.phase1(settings, start, train, test, 0, tmp_path / "seed0" / "phase1", progress=False)
+    assert metrics["step"].max() == 2 and json.loads(done.read_text()) == {"step": 2, "plateau": True}

@@ -9,6 +9,8 @@ again resumes every unfinished piece and skips the finished ones.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -20,7 +22,7 @@ from brorl_lib import atomic
 from brorl_lib.rlvr import algorithm as alg
 from brorl_lib.rlvr import mass_balance, tasks, warm_start
 from brorl_lib.rlvr import model as tiny
-from brorl_lib.rlvr.run import ArmSettings, run_arm
+from brorl_lib.rlvr.run import CHECKPOINT, ArmSettings, run_arm
 from brorl_lib.rlvr.step import StepSettings
 from brorl_lib.rlvr.tokenizer import build_tokenizer
 from brorl_lib.validation import check_choice, check_int, check_int_list, check_positive, check_range
@@ -36,7 +38,7 @@ PROMPT_RATIO = 4  # ProRL takes 4x the prompts per step of every other arm (512 
 class ExperimentSettings:
     task_names: tuple[str, ...]
     difficulties: tuple[int, ...]  # one level per task
-    n_train: int  # training instances per task
+    n_train: int  # training instances drawn per task (duplicate prompts are dropped, so a few fewer may remain)
     n_test: int  # held-out instances per task
     warm_start_steps: int
     warm_start_lr: float
@@ -78,6 +80,8 @@ class ExperimentSettings:
                      "eval_points", "theory_prompts", "theory_samples", "theory_batches"):
             check_int(name, getattr(self, name), low=1)
         check_int_list("arm_rollouts", list(self.arm_rollouts), low=2)
+        if len(set(self.arm_rollouts)) != len(self.arm_rollouts):
+            raise ValueError(f"arm_rollouts={list(self.arm_rollouts)} names an N twice")
         for name in ("warm_start_lr", "base_lr", "temperature", "eval_temperature"):
             check_positive(name, getattr(self, name))
         check_range("plateau_tol", self.plateau_tol, low=0.0)
@@ -86,10 +90,10 @@ class ExperimentSettings:
         if self.device.startswith("cuda") and not torch.cuda.is_available():
             raise ValueError(f"device={self.device!r} is not allowed here: no CUDA device is visible; use device='cpu'")
         self.model.check()
-        for n in self.arm_rollouts:
-            if self.sample_budget < n * prompts_for(self, n):
-                raise ValueError(f"sample_budget={self.sample_budget} is less than one step of the N={n} arm "
-                                 f"({n * prompts_for(self, n)} samples)")
+        for n in self.arm_rollouts:  # every arm must spend exactly the same samples
+            if self.sample_budget % (n * prompts_for(self, n)):
+                raise ValueError(f"sample_budget={self.sample_budget} is not allowed: it must be a multiple of the "
+                                 f"N={n} arm's samples per step ({n * prompts_for(self, n)})")
 
 
 def prompts_for(settings: ExperimentSettings, n: int) -> int:
@@ -118,15 +122,26 @@ def _step(settings: ExperimentSettings, n: int) -> StepSettings:
 
 
 def warm_start_model(settings: ExperimentSettings, train, seed: int, folder: Path, progress: bool = False) -> Path:
-    """Supervised warm start, saved once (skipped when already there)."""
+    """Supervised warm start, saved once (skipped when already there): written into a temporary folder
+    that is renamed into place, so an interruption never leaves a half-saved model behind."""
     if not (folder / "config.json").exists():
         tok = build_tokenizer()
         model = tiny.build_model(settings.model, tok, seed).to(settings.device)
         losses = warm_start.train_sft(model, tok, train, settings.warm_start_steps, 32, settings.warm_start_lr, seed,
                                       progress)
-        tiny.save(model, tok, folder)
-        (folder / "warm_start_losses.json").write_text(json.dumps(losses))
+        tmp = folder.with_name(folder.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tiny.save(model, tok, tmp)
+        (tmp / "warm_start_losses.json").write_text(json.dumps(losses))
+        os.replace(tmp, folder)
     return folder
+
+
+def _plateau(settings: ExperimentSettings, metrics: pd.DataFrame) -> bool:
+    """No held-out gain of plateau_tol over the last plateau_patience evaluations."""
+    scores = metrics["test_score"].dropna().to_numpy()
+    k = settings.plateau_patience
+    return len(scores) > k and scores[-k:].max() < scores[:-k].max() + settings.plateau_tol
 
 
 def phase1(settings: ExperimentSettings, start: Path, train, test, seed: int, folder: Path, progress: bool) -> pd.DataFrame:
@@ -137,14 +152,18 @@ def phase1(settings: ExperimentSettings, start: Path, train, test, seed: int, fo
     arm = ArmSettings(f"seed {seed} phase 1", _step(settings, BASE_N), settings.phase1_prompts, settings.base_lr,
                       sample_budget=settings.phase1_max_steps * BASE_N * settings.phase1_prompts,
                       eval_every=settings.eval_every, checkpoint_every=settings.eval_every, seed=seed)
+    kwargs = dict(eval_samples=settings.eval_samples, eval_temperature=settings.eval_temperature, progress=progress,
+                  device=settings.device)
+    # resuming: the saved chunks may already have reached the plateau
+    chunk = 0 if (folder / CHECKPOINT / "state.json").exists() else settings.eval_every
     while True:
-        metrics = run_arm(start, train, test, arm, folder, settings.eval_samples, settings.eval_temperature,
-                          max_steps=settings.eval_every, progress=progress, device=settings.device)
-        scores = metrics["test_score"].dropna().to_numpy()
-        plateau = len(scores) > settings.plateau_patience and \
-            scores[-settings.plateau_patience:].max() < scores[: -settings.plateau_patience].max() + settings.plateau_tol
+        metrics = run_arm(start, train, test, arm, folder, max_steps=chunk, **kwargs)
+        chunk = settings.eval_every
+        if len(metrics) == 1:  # nothing trained yet
+            continue
+        plateau = _plateau(settings, metrics)
         if plateau or metrics["step"].iloc[-1] >= settings.phase1_max_steps:
-            done.write_text(json.dumps({"step": int(metrics["step"].iloc[-1]), "plateau": bool(plateau)}))
+            atomic.write_text(done, json.dumps({"step": int(metrics["step"].iloc[-1]), "plateau": bool(plateau)}))
             return metrics
 
 
@@ -182,13 +201,19 @@ def run(settings: ExperimentSettings, seeds: list[int], runs_dir: Path, progress
     check_int_list("seeds", seeds, low=0)
     if base_lr_rollouts:
         check_int_list("base_lr_rollouts", list(base_lr_rollouts), low=2)
+        if len(set(base_lr_rollouts)) != len(base_lr_rollouts):
+            raise ValueError(f"base_lr_rollouts={list(base_lr_rollouts)} names an N twice")
+        for n in base_lr_rollouts:
+            if settings.sample_budget % (n * prompts_for(settings, n)):
+                raise ValueError(f"base_lr_rollouts item={n}: sample_budget={settings.sample_budget} is not a "
+                                 f"multiple of its samples per step ({n * prompts_for(settings, n)})")
     arms = [(f"N={n}", n, arm_lr(settings, n), f"arm_N{n}") for n in settings.arm_rollouts]
     arms += [(f"N={n} base lr", n, settings.base_lr, f"arm_N{n}_base_lr") for n in base_lr_rollouts]
     frames = []
     for seed in seeds:
         root = Path(runs_dir) / f"seed{seed}"
+        train, test = data(settings, seed)  # raises on an infeasible split before the folder is claimed
         _claim_folder(root, settings)
-        train, test = data(settings, seed)
         if not (root / TEST_INSTANCES).exists():
             atomic.write_text(root / TEST_INSTANCES, pd.DataFrame(
                 {"task": [i.task for i in test], "prompt": [i.prompt for i in test], "answer": [i.answer for i in test]}

@@ -64,12 +64,24 @@ def _save_checkpoint(folder: Path, model, tokenizer, optimizer, generator: torch
     shutil.rmtree(tmp, ignore_errors=True)
     tiny.save(model, tokenizer, tmp)
     torch.save({"optimizer": optimizer.state_dict(), "generator": generator.get_state()}, tmp / "trainer.pt")
-    (tmp / "state.json").write_text(json.dumps(state, indent=2))
+    atomic.write_text(tmp / "state.json", json.dumps(state, indent=2))  # last: marks the copy complete
     old = folder.with_name(folder.name + ".old")
     if folder.exists():
         os.replace(folder, old)
     os.replace(tmp, folder)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def _recover_checkpoint(folder: Path) -> None:
+    """Finish a checkpoint swap that an interruption cut short: the new copy (complete once its state.json
+    exists, which is written last) or else the previous one takes the checkpoint's place."""
+    if (folder / "state.json").exists():
+        return
+    for candidate in (folder.with_name(folder.name + ".tmp"), folder.with_name(folder.name + ".old")):
+        if (candidate / "state.json").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            os.replace(candidate, folder)
+            return
 
 
 def run_arm(start: Path, train: list[Instance], test: list[Instance], settings: ArmSettings, out_dir: Path,
@@ -83,6 +95,7 @@ def run_arm(start: Path, train: list[Instance], test: list[Instance], settings: 
     if (out_dir / DONE).exists():
         return pd.read_csv(out_dir / METRICS)
     ckpt = out_dir / CHECKPOINT
+    _recover_checkpoint(ckpt)
     resume = (ckpt / "state.json").exists()
     policy, tokenizer = tiny.load(ckpt if resume else start, device)
     reference = tiny.load(start, device)[0].eval() if settings.step.kl_coef > 0 else None
