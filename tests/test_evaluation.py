@@ -3,8 +3,11 @@
 import dataclasses
 import itertools
 import json
+import os
 import shutil
 import socket
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -185,6 +188,20 @@ def test_reasoning_gym_scoring_is_continuous_and_needs_answer_tags():
     assert scoring.score_reasoning_gym(word, "spell_backward", entry) == 0.0  # no <answer> tag
 
 
+def test_reasoning_gym_verifier_that_raises_scores_zero():
+    """prime_factorization's own verifier raises on a non-integer answer: a wrong answer (0), as in the verl
+    reward, not an error that stops the evaluation (and would stop its resume at the same instance)."""
+    import reasoning_gym
+
+    entry = reasoning_gym.create_dataset("prime_factorization", size=1, seed=3)[0]
+    inst = benchmarks.Instance("rg_arithmetic", "prime_factorization/0", "prime_factorization", "q", entry)
+    for bad in ("abc", "1.5"):
+        with pytest.raises(ValueError):
+            benchmarks.rg_verifier("prime_factorization").score_answer(bad, entry)
+        assert scoring.score(inst, f"<answer>{bad}</answer>") == 0.0
+    assert scoring.score(inst, f"<think>x</think><answer>{entry['answer']}</answer>") == 1.0
+
+
 def test_code_extraction():
     assert scoring.extract_code("a ```python\nprint(1)\n``` b ```py\nprint(2)\n```") == "print(2)\n"
     assert scoring.extract_code("<think>```python\nx\n```</think>print(3)") == "print(3)"
@@ -344,7 +361,12 @@ def test_evaluate_writes_every_sample_with_real_scores(evaluated, files):
         assert scoring.score(items[row.benchmark, row.instance_id], row.response, FAST) == row.score
     info = results.read_run_info(out, "tiny-a")
     assert info["protocol"]["sampling"] == {"n": SAMPLES, "temperature": 0.6, "top_p": 0.95, "max_tokens": MAX_TOKENS}
-    assert info["protocol"]["seed"] == 7 and info["runs"][-1]["full"] is False
+    assert info["protocol"]["seed"] == 7 and "full" not in info["runs"][-1]
+    bench = info["benchmarks"]
+    assert set(bench) == set(benchmarks.BENCHMARKS) and all(b["complete"] for b in bench.values())
+    assert bench["aime24"]["full"] and not bench["rg_logic"]["full"]  # whole local file; 2 of 100 per task
+    assert bench["aime24"]["instances"] == len(MATH_ROWS) and bench["rg_logic"]["instances"] == 2
+    assert results.complete_benchmarks(out, "tiny-a") == set(benchmarks.BENCHMARKS)
 
 
 def test_resume_generates_only_missing_instances(evaluated, files):
@@ -367,6 +389,104 @@ def test_resume_generates_only_missing_instances(evaluated, files):
     with pytest.raises(ValueError, match="were made with"):
         other = dataclasses.replace(full_config(files), seed=8)
         evaluate(counting, "tiny-a", resumed, other, progress=False)
+
+
+class StopAt:
+    """A backend stopping the evaluation, as Ctrl-C would, at its ``call``-th generate call (0-based)."""
+
+    def __init__(self, inner, call):
+        self.inner, self.left, self.name, self.model = inner, call, inner.name, inner.model
+
+    def generate(self, prompts, params, seeds):
+        if self.left == 0:
+            raise KeyboardInterrupt
+        self.left -= 1
+        return self.inner.generate(prompts, params, seeds)
+
+
+class ConstantBackend:
+    """Answers every prompt with ``\\boxed{6}``: the paper's 16 samples of up to 32k tokens are out of reach of the
+    tiny CPU model, and these tests are about what run.json and the tables make of the (real) scored results."""
+
+    name, model = "constant", "constant-answer"
+
+    def generate(self, prompts, params, seeds):
+        return [[backends.Generation("so \\boxed{6}", 5, "stop")] * params.n for _ in prompts]
+
+
+def math_config(files, **changes) -> EvalConfig:
+    data = {n: files / "math.jsonl" for n in benchmarks.GROUPS["math"]}
+    return dataclasses.replace(EvalConfig(benchmarks=("math",), sampling=SamplingParams(SAMPLES, 0.6, 0.95, MAX_TOKENS),
+                                          seed=7, data=data, batch_size=2), **changes)
+
+
+def test_interrupted_run_is_complete_only_when_resumed_to_the_end(evaluated, files, tmp_path):
+    out, a, _ = evaluated
+    cfg = math_config(files)  # 6 benchmarks x 3 instances, 2 prompts a call: aime24 takes calls 0-1, aime25 2-3
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(StopAt(backends.TransformersBackend(files / "tiny_a", truncate_prompts=True), 3), "tiny-a",
+                 tmp_path, cfg, progress=False)
+    bench = results.read_run_info(tmp_path, "tiny-a")["benchmarks"]
+    assert [bench[n]["complete"] for n in benchmarks.GROUPS["math"]] == [True] + [False] * 5
+    assert all(bench[n]["full"] and bench[n]["instances"] == len(MATH_ROWS) for n in benchmarks.GROUPS["math"])
+    assert results.complete_benchmarks(tmp_path, "tiny-a") == {"aime24"}
+    t3 = tables.paper_tables_with_reproduced(tmp_path)["table3_math"].set_index("method")
+    assert not np.isnan(t3.loc["tiny-a", "aime25"]) and np.isnan(t3.loc["tiny-a", "math_avg"])  # 2 of 3: no average
+    counting = CountingBackend(files / "tiny_a", truncate_prompts=True)
+    again = evaluate(counting, "tiny-a", tmp_path, cfg, progress=False)
+    assert counting.prompts == 1 + 4 * len(MATH_ROWS)
+    assert same_results(again, a[a["domain"] == "math"])  # what the uninterrupted run wrote
+    assert results.complete_benchmarks(tmp_path, "tiny-a") == set(benchmarks.GROUPS["math"])
+    t3 = tables.paper_tables_with_reproduced(tmp_path)["table3_math"].set_index("method")
+    assert t3.loc["tiny-a", "math_avg"] == pytest.approx(t3.loc["tiny-a", paper.MATH_COLUMNS].mean())
+    (tmp_path / "tiny-a" / "amc.jsonl").unlink()  # results lost after the fact: run.json alone does not count
+    assert results.complete_benchmarks(tmp_path, "tiny-a") == set(benchmarks.GROUPS["math"]) - {"amc"}
+
+
+def test_provenance_is_reproduced_only_for_whole_benchmarks_evaluated_to_the_end(files, tmp_path):
+    cfg = math_config(files, sampling=SamplingParams())  # the paper's protocol; local files stand in for the data
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(StopAt(ConstantBackend(), 3), "c", tmp_path / "paper", cfg, progress=False)
+    assert tables.provenance(tmp_path / "paper", "math") == "scaled-down"  # interrupted at aime25
+    assert np.isnan(tables.paper_tables_with_reproduced(tmp_path / "paper")["table3_math"].iloc[-1]["math_avg"])
+    evaluate(ConstantBackend(), "c", tmp_path / "paper", cfg, progress=False)
+    assert tables.provenance(tmp_path / "paper", "math") == "reproduced"
+    assert tables.paper_tables_with_reproduced(tmp_path / "paper")["table3_math"].iloc[-1]["math_avg"] == pytest.approx(100 / 3)
+    assert tables.provenance(tmp_path / "paper", "code") == "reported"
+    evaluate(ConstantBackend(), "c", tmp_path / "limited", dataclasses.replace(cfg, limit=2), progress=False)
+    assert tables.provenance(tmp_path / "limited", "math") == "scaled-down"  # complete, but not whole benchmarks
+
+
+def test_other_instances_under_the_same_label_are_refused(files, backend_a, tmp_path):
+    """A local file and another copy of a benchmark (own ids, or changed answers) never share a label's results."""
+    cfg = math_config(files, benchmarks=("aime24",), data={"aime24": files / "math.jsonl"})
+    evaluate(backend_a, "tiny-a", tmp_path, cfg, progress=False)
+    before = {p.name: p.read_text() for p in (tmp_path / "tiny-a").iterdir()}
+    own_ids = tmp_path / "aime24_own_ids.jsonl"
+    own_ids.write_text("".join(json.dumps({**r, "id": str(k)}) + "\n" for k, r in enumerate(MATH_ROWS)))
+    changed = tmp_path / "aime24_changed.jsonl"
+    changed.write_text("".join(json.dumps({**r, "answer": "7" if k == 0 else r["answer"]}) + "\n"
+                               for k, r in enumerate(MATH_ROWS)))
+    for other in (dataclasses.replace(cfg, data={"aime24": own_ids}), dataclasses.replace(cfg, data={"aime24": changed}),
+                  dataclasses.replace(cfg, limit=2)):
+        with pytest.raises(ValueError, match=r"benchmark 'aime24': the results for label='tiny-a' .* are of other "
+                                             r"instances .* use another --out or --label"):
+            evaluate(backend_a, "tiny-a", tmp_path, other, progress=False)
+    assert {p.name: p.read_text() for p in (tmp_path / "tiny-a").iterdir()} == before  # nothing written
+    counting = CountingBackend(files / "tiny_a", truncate_prompts=True)
+    evaluate(counting, "tiny-a", tmp_path, cfg, progress=False)  # the same file resumes: nothing left to do
+    assert counting.prompts == 0
+    evaluate(counting, "tiny-a-own-ids", tmp_path, dataclasses.replace(cfg, data={"aime24": own_ids}), progress=False)
+    assert counting.prompts == len(MATH_ROWS)
+
+
+def test_reasoning_gym_instances_do_not_depend_on_the_hash_seed():
+    """Some reasoning_gym generators iterate over sets of strings: instances are made with hash seed 0 always."""
+    code = ("from brorl_lib.evaluation import benchmarks as b; items = b.load_instances('rg_algorithmic', rg_per_task=2,"
+            " rg_tasks=['isomorphic_strings', 'ransom_note']); print([(i.instance_id, i.prompt) for i in items])")
+    prints = {subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONHASHSEED": seed}, check=True,
+                             capture_output=True, text=True).stdout for seed in ("0", "1")}
+    assert len(prints) == 1
 
 
 def test_instance_seeds_are_stable_and_distinct():

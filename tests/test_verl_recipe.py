@@ -314,8 +314,10 @@ def _log_segment(path, records, monkeypatch):
 
 
 def _train(step_s, evicted, surplus=0, score=0.5):
-    return {"timing_s/step": step_s, "training/filter_groups/evicted_samples": evicted,
-            "training/filter_groups/discarded_surplus_samples": surplus, "critic/score/mean": score,
+    """A training step's record; like verl (v1/replay_buffer.py), the filter_groups counts only when non-zero."""
+    counts = {"training/filter_groups/evicted_samples": evicted,
+              "training/filter_groups/discarded_surplus_samples": surplus}
+    return {"timing_s/step": step_s, **{k: v for k, v in counts.items() if v}, "critic/score/mean": score,
             "training/global_step": 0}
 
 
@@ -336,7 +338,7 @@ def test_logs_of_two_segments_become_a_tidy_frame_and_the_papers_tables(composed
     ], monkeypatch)
     with open(arm_dir / "logs" / "segment_000.jsonl", "a") as fh:
         fh.write('{"step": 4, "data": {"timing_')  # half-written line of the crash
-    # segment 1: resumed from step 2 (verl validates again, then redoes step 3)
+    # segment 1: resumed from step 2 (verl validates again, then redoes step 3, evicting nothing: verl omits the count)
     _log_segment(arm_dir / "logs" / "segment_001.jsonl", [
         (2, _val(0.63, 0.25, 0.35)), (3, _train(1800.0, 0)), (4, {**_train(1800.0, 128), **_val(0.66, 0.30, 0.45)}),
     ], monkeypatch)
@@ -345,6 +347,7 @@ def test_logs_of_two_segments_become_a_tidy_frame_and_the_papers_tables(composed
     s = run.steps.set_index("step")
     assert list(s.index) == [0, 1, 2, 3, 4]
     assert s.loc[3, "step_s"] == 1800.0 and s.loc[3, "evicted_groups"] == 0  # the later segment wins
+    assert logs.EVICTED not in logs.merge_segments(sorted((arm_dir / "logs").glob("*.jsonl")))[3]  # not the crash's 999
     assert s.hours.tolist() == pytest.approx([0.0, 1.0, 2.0, 2.5, 3.0])
     assert s.loc[2, "samples_step"] == (128 + 64 + 16) * 512 and s.loc[2, "pass_rate"] == pytest.approx(144 / 208)
     assert s.loc[1, "pass_rate"] == pytest.approx(128 / 160) and s.loc[0, "samples"] == 0
@@ -362,7 +365,8 @@ def test_logs_of_two_segments_become_a_tidy_frame_and_the_papers_tables(composed
     assert last.samples_k == pytest.approx(s.samples.iloc[-1] / 1000) and pd.isna(last.code_score)
     both = report.table1_beside_paper(runs)
     assert both.source.value_counts().to_dict() == {"reported": 6, "run run1": 2}
-    assert report.runs_provenance(runs) == "reproduced" and report.runs_provenance([]) == "reported"
+    # the paper's batch shape, but 4 steps: not the paper's scale
+    assert report.runs_provenance(runs) == "scaled-down" and report.runs_provenance([]) == "reported"
     f1 = report.figure1_points(runs)
     assert set(f1.source) == {"reported", "run run1"}
     assert f1[(f1.source == "run run1") & (f1.domain == "Math")].score.tolist() == pytest.approx([60.0, 63.0, 66.0])
@@ -370,6 +374,31 @@ def test_logs_of_two_segments_become_a_tidy_frame_and_the_papers_tables(composed
     assert f4.task.unique().tolist() == ["countdown"] and f4.pass_at_1.tolist() == pytest.approx([0.2, 0.25, 0.3])
     plots.figure1(f1, have_runs=True)
     plots.figure4(f4)
+
+
+def test_runs_are_reproduced_only_at_the_papers_steps_and_response_length(composed, tmp_path, monkeypatch):
+    """Table 1's longest row per arm (ProRL +535, BroRL +191) and 16k responses; anything less is scaled-down."""
+    import yaml
+
+    assert (report.paper_steps("prorl"), report.paper_steps("brorl")) == (535, 191)
+
+    def arm_run(name, arm, steps, response_length=configs.MAX_RESPONSE_LENGTH):
+        arm_dir = tmp_path / name / "runs" / "r" / arm
+        (arm_dir / "logs").mkdir(parents=True)
+        cfg = yaml.safe_load(configs.to_yaml(composed[arm]))
+        cfg["data"]["max_response_length"] = response_length
+        (arm_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
+        _log_segment(arm_dir / "logs" / "segment_000.jsonl",
+                     [(0, _val(0.6, 0.2, 0.3))] + [(k, _train(60.0, 8)) for k in range(1, steps + 1)], monkeypatch)
+        return logs.read_run(arm_dir)
+
+    brorl_191, prorl_535 = arm_run("b191", "brorl", 191), arm_run("p535", "prorl", 535)
+    assert (report.last_trained_step(brorl_191), brorl_191.max_response_length) == (191, 16384)
+    assert report.runs_provenance([brorl_191]) == "reproduced"
+    assert report.runs_provenance([brorl_191, prorl_535]) == "reproduced"
+    assert report.runs_provenance([arm_run("b190", "brorl", 190)]) == "scaled-down"  # one step short
+    assert report.runs_provenance([brorl_191, arm_run("p191", "prorl", 191)]) == "scaled-down"  # ProRL needs 535
+    assert report.runs_provenance([arm_run("b8k", "brorl", 191, 8192)]) == "scaled-down"  # 8k responses
 
 
 def test_plan_reproduces_table1_hours_and_scales_with_the_cluster():

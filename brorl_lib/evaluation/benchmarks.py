@@ -11,7 +11,11 @@ the package folder a task lives in (``reasoning_gym/<category>/...``); Table 5's
 104 tasks in reasoning-gym 0.1.25 (ProRL evaluated 96 tasks of an earlier version; the folders
 ``probability`` and ``composite`` are not Table 5 categories and are left out). Each task gets
 ``RG_INSTANCES_PER_TASK`` held-out instances (ProRL: 100) with the task's default configuration (our
-choice: ProRL's configurations are not published), drawn from seed ``RG_EVAL_SEED``.
+choice: ProRL's configurations are not published), drawn from seed ``RG_EVAL_SEED``. Some generators
+iterate over sets of strings (reasoning-gym 0.1.19: e.g. ``polynomial_multiplication``,
+``isomorphic_strings``, ``ransom_note``, ``word_ladder``, ``knight_swap``), so their instances depend on
+Python's hash seed as well; they are always generated with hash seed 0 (``PYTHONHASHSEED=0``, what
+``make`` and the notebooks use), in a child process when this one runs with another.
 
 Local files (``.jsonl``, ``.json`` holding a list of records, or ``.parquet``), one record per instance:
 
@@ -29,9 +33,14 @@ Local files (``.jsonl``, ``.json`` holding a list of records, or ``.parquet``), 
 from __future__ import annotations
 
 import json
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -164,13 +173,46 @@ def rg_prompt(question: str) -> str:
 
 
 def _rg_instances(bench: Benchmark, per_task: int, tasks: Sequence[str] | None) -> list[Instance]:
-    import reasoning_gym
-
     chosen = [t for t in rg_tasks_by_category()[bench.column] if tasks is None or t in tasks]
     if not chosen:
         raise ValueError(f"rg_tasks={list(tasks)} is not allowed for {bench.name}: none is in its category")
+    if sys.flags.hash_randomization:  # not PYTHONHASHSEED=0: generate where it is
+        return list(_rg_generate_with_hash_seed_0(bench.name, per_task, tuple(chosen)))
+    return _rg_generate(bench, per_task, chosen)
+
+
+_RG_CHILD = """
+import pickle, sys
+from brorl_lib.evaluation import benchmarks as b
+items = b._rg_generate(b.BENCHMARKS[sys.argv[1]], int(sys.argv[2]), sys.argv[4:])
+with open(sys.argv[3], "wb") as fh:
+    pickle.dump(items, fh)
+"""
+
+
+@lru_cache(maxsize=64)
+def _rg_generate_with_hash_seed_0(name: str, per_task: int, tasks: tuple[str, ...]) -> tuple[Instance, ...]:
+    """``_rg_generate`` in a child Python started with PYTHONHASHSEED=0 (cached: one child per selection)."""
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONHASHSEED": "0",
+           "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "instances.pkl"
+        done = subprocess.run([sys.executable, "-c", _RG_CHILD, name, str(per_task), str(out), *tasks], env=env,
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"generating the Reasoning Gym instances of {name} with PYTHONHASHSEED=0 failed:\n"
+                               f"{done.stderr[-2000:]}")
+        with open(out, "rb") as fh:
+            return tuple(pickle.load(fh))
+
+
+def _rg_generate(bench: Benchmark, per_task: int, tasks: Sequence[str]) -> list[Instance]:
+    """``per_task`` instances of each of ``tasks`` (in this process, with its hash seed)."""
+    import reasoning_gym
+
     out = []
-    for task in chosen:
+    for task in tasks:
         data = reasoning_gym.create_dataset(task, size=per_task, seed=RG_EVAL_SEED)
         for i in range(per_task):
             entry = data[i]

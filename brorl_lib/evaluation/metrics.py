@@ -11,7 +11,8 @@ instance's n samples of which c are correct; for Reasoning Gym's continuous scor
 "at least one of k samples fully solved the instance".
 
 Domain scores as the paper aggregates them (paper-notes §3.3): Math and Code are the unweighted means
-of their benchmark columns (NaN unless every column is present). The paper's Reasoning Gym average is
+of their benchmark columns (NaN unless every column is present and, when ``complete`` is given, every
+benchmark of the domain was evaluated to its last instance). The paper's Reasoning Gym average is
 not the mean of its eleven category columns; the ProRL-consistent reading is the mean over tasks, which
 is ``rg_avg`` here (each task weighted equally, every task having the same number of instances);
 ``rg_category_mean`` (the unweighted mean of the category columns) is reported beside it.
@@ -19,14 +20,14 @@ is ``rg_avg`` here (each task weighted equally, every task having the same numbe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from math import comb
 
 import numpy as np
 import pandas as pd
 
 from brorl_lib import stats
-from brorl_lib.evaluation.benchmarks import BENCHMARKS, DOMAINS
+from brorl_lib.evaluation.benchmarks import BENCHMARKS, DOMAINS, GROUPS
 from brorl_lib.paper import CODE_COLUMNS, MATH_COLUMNS, RG_COLUMNS
 from brorl_lib.validation import check_int
 
@@ -85,9 +86,13 @@ def rg_task_scores(results: pd.DataFrame) -> pd.DataFrame:
     return out.drop(columns="benchmark")
 
 
-def column_scores(results: pd.DataFrame) -> pd.DataFrame:
+def column_scores(results: pd.DataFrame, complete: Mapping[str, Collection[str]] | None = None) -> pd.DataFrame:
     """One row per checkpoint: each paper column present (fraction) and the domain averages
-    ``math_avg``, ``code_avg``, ``rg_avg`` (mean over tasks), ``rg_category_mean``."""
+    ``math_avg``, ``code_avg``, ``rg_avg`` (mean over tasks), ``rg_category_mean``.
+
+    ``complete``: checkpoint -> the benchmarks evaluated to their last instance
+    (``results.complete_benchmarks``); when given, a domain average is NaN unless every benchmark of
+    the domain is among them (a partly evaluated benchmark never enters an average)."""
     bench = benchmark_scores(results)
     tasks = rg_task_scores(results)
     rows = []
@@ -96,13 +101,15 @@ def column_scores(results: pd.DataFrame) -> pd.DataFrame:
         row = {"checkpoint": ckpt}
         for name, value in b.items():
             row[BENCHMARKS[name].column if BENCHMARKS[name].domain != "reasoning_gym" else f"rg:{BENCHMARKS[name].column}"] = value
-        for avg, cols in (("math_avg", MATH_COLUMNS), ("code_avg", CODE_COLUMNS)):
-            row[avg] = float(np.mean([row[c] for c in cols])) if all(c in row for c in cols) else np.nan
+        done = set(complete.get(ckpt, ())) if complete is not None else None
+        whole = {d: done is None or set(GROUPS[d]) <= done for d in DOMAINS}  # every benchmark evaluated to the end
+        for avg, cols, domain in (("math_avg", MATH_COLUMNS, "math"), ("code_avg", CODE_COLUMNS, "code")):
+            row[avg] = float(np.mean([row[c] for c in cols])) if all(c in row for c in cols) and whole[domain] else np.nan
         t = tasks[tasks["checkpoint"] == ckpt]
         cats = [row.get(f"rg:{c}") for c in RG_COLUMNS]
-        complete = all(v is not None for v in cats)
-        row["rg_avg"] = float(t["score"].mean()) if complete else np.nan
-        row["rg_category_mean"] = float(np.mean(cats)) if complete else np.nan
+        complete_rg = all(v is not None for v in cats) and whole["reasoning_gym"]
+        row["rg_avg"] = float(t["score"].mean()) if complete_rg else np.nan
+        row["rg_category_mean"] = float(np.mean(cats)) if complete_rg else np.nan
         rows.append(row)
     return pd.DataFrame(rows)
 

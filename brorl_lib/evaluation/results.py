@@ -1,6 +1,7 @@
 """Per-instance results on disk: one JSON line per sample, appended as an evaluation goes.
 
-Layout: ``<results_dir>/<checkpoint>/<benchmark>.jsonl`` and ``<results_dir>/<checkpoint>/run.json``.
+Layout: ``<results_dir>/<checkpoint>/<benchmark>.jsonl`` and ``<results_dir>/<checkpoint>/run.json``
+(the settings, and per benchmark its instances' fingerprint and whether it is complete: ``run.py``).
 A row holds ``checkpoint, benchmark, domain, task, instance_id, sample, score, correct,
 response_tokens, finish_reason`` and, unless switched off, ``response``. All samples of an instance
 are appended together and flushed to disk, so an interrupted evaluation leaves whole instances plus
@@ -100,6 +101,22 @@ def write_run_info(results_dir: Path, checkpoint: str, info: dict) -> None:
     path = Path(results_dir) / check_label(checkpoint) / RUN_INFO
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_text(path, json.dumps(info, indent=2, sort_keys=True) + "\n")
+
+
+def complete_benchmarks(results_dir: Path, checkpoint: str, full_only: bool = False) -> set[str]:
+    """Benchmarks of ``checkpoint`` that run.json records as complete (every instance evaluated with all
+    its samples) and whose results file indeed holds that many whole instances; with ``full_only``, only
+    those that are also the whole benchmark (the paper's instance set)."""
+    info = read_run_info(results_dir, checkpoint) or {}
+    samples = int(((info.get("protocol") or {}).get("sampling") or {}).get("n", 0))
+    out = set()
+    for name, entry in (info.get("benchmarks") or {}).items():
+        if not entry.get("complete") or (full_only and not entry.get("full")) or samples < 1:
+            continue
+        path = results_path(Path(results_dir), checkpoint, name)
+        if len(finished_instances(read_rows(path), samples)) == entry.get("instances"):
+            out.add(name)
+    return out
 
 
 def checkpoints(results_dir: Path) -> list[str]:

@@ -7,11 +7,20 @@ with all their samples are skipped, so an interrupted evaluation continues where
 instance's sampling seed is derived from (seed, benchmark, instance id), so a resumed run writes what
 an uninterrupted one would have. ``run.json`` records the settings the results depend on; resuming
 with different ones is an error.
+
+``run.json`` also records, per benchmark, which instances its results are of and how far they got:
+``fingerprint`` (sha256 over the sorted (instance id, prompt, reference) of the instances evaluated),
+``instances`` (their count), ``full`` (the whole benchmark, as the paper: no ``limit``, and for Reasoning
+Gym 100 instances of every task) and ``complete`` (every instance has all its samples; set when the
+benchmark's generation loop finishes). A run whose instances of a benchmark differ from those already
+evaluated under the label (another data file or data set version, another limit or task selection) is
+refused before anything is written, so results of different instance sets are never mixed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -85,9 +94,12 @@ class EvalConfig:
         return {"sampling": self.sampling.as_dict(), "seed": self.seed, "prompt_version": PROMPT_VERSION,
                 "code_limits": asdict(self.code_limits)}
 
-    def is_full(self) -> bool:
-        """Every instance of every benchmark, as the paper (no limit, 100 per Reasoning Gym task, all tasks)."""
-        return self.limit is None and self.rg_per_task == RG_INSTANCES_PER_TASK and self.rg_tasks is None
+    def is_full(self, benchmark: str | None = None) -> bool:
+        """Every instance of ``benchmark`` (None: of every benchmark), as the paper: no limit, and for
+        Reasoning Gym 100 instances of every task."""
+        names = self.benchmarks if benchmark is None else (benchmark,)
+        rg = any(BENCHMARKS[n].domain == "reasoning_gym" for n in names)
+        return self.limit is None and (not rg or (self.rg_per_task == RG_INSTANCES_PER_TASK and self.rg_tasks is None))
 
 
 def instance_seed(seed: int, benchmark: str, instance_id: str) -> int:
@@ -96,7 +108,35 @@ def instance_seed(seed: int, benchmark: str, instance_id: str) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-def _check_run_info(results_dir: Path, label: str, backend: Backend, config: EvalConfig) -> dict:
+def _canonical(value):
+    """``value`` as plain JSON data with a fixed order (dict items and sets sorted), for hashing."""
+    if isinstance(value, dict):
+        return {"dict": sorted([json.dumps(_canonical(k), sort_keys=True), _canonical(v)] for k, v in value.items())}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return {"set": sorted(json.dumps(_canonical(v), sort_keys=True) for v in value)}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if hasattr(value, "item") and callable(value.item):  # numpy scalars
+        return _canonical(value.item())
+    if hasattr(value, "tolist") and callable(value.tolist):  # numpy arrays
+        return _canonical(value.tolist())
+    return repr(value)
+
+
+def instances_fingerprint(items: Sequence[Instance]) -> str:
+    """sha256 (hex) over the sorted (instance id, prompt, reference) of ``items``: which instances, with
+    which references, a benchmark's results are of (order and batching do not matter)."""
+    digest = hashlib.sha256()
+    for entry in sorted(json.dumps([i.instance_id, i.prompt, _canonical(i.reference)], sort_keys=True) for i in items):
+        digest.update(entry.encode("utf-8") + b"\n")
+    return digest.hexdigest()
+
+
+def _checked_run_info(results_dir: Path, label: str, backend: Backend, config: EvalConfig,
+                      instances: Mapping[str, Sequence[Instance]]) -> dict:
+    """run.json's content for this run, checked against what is already there; writes nothing."""
     info = res.read_run_info(results_dir, label)
     protocol = config.protocol()
     if info is None:
@@ -108,10 +148,21 @@ def _check_run_info(results_dir: Path, label: str, backend: Backend, config: Eva
         if info["protocol"] != protocol:
             raise ValueError(f"results for label={label!r} in {results_dir} were made with {info['protocol']}; "
                              f"this run asks for {protocol}: use the same settings, another label or another folder")
+    recorded = info.setdefault("benchmarks", {})
+    for name, items in instances.items():
+        fingerprint, before = instances_fingerprint(items), recorded.get(name)
+        if before is not None and before["fingerprint"] != fingerprint:
+            raise ValueError(
+                f"benchmark {name!r}: the results for label={label!r} in {results_dir} are of other instances "
+                f"({before['instances']} instances, fingerprint {before['fingerprint'][:12]}) than this run's "
+                f"({len(items)} instances, fingerprint {fingerprint[:12]}): another data file or data set version "
+                f"(--data), or another --limit, --rg-per-task or --rg-tasks. Results of different instance sets are "
+                f"not mixed: use another --out or --label (in Python: another results_dir or label)")
+        recorded[name] = {"fingerprint": fingerprint, "instances": len(items), "complete": False,
+                          "full": bool((before or {}).get("full")) or config.is_full(name)}
     info["runs"].append({"backend": backend.name, "benchmarks": list(config.benchmarks), "limit": config.limit,
-                         "rg_per_task": config.rg_per_task, "rg_tasks": config.rg_tasks, "full": config.is_full(),
+                         "rg_per_task": config.rg_per_task, "rg_tasks": config.rg_tasks,
                          "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
-    res.write_run_info(results_dir, label, info)
     return info
 
 
@@ -139,12 +190,16 @@ def evaluate(backend: Backend, label: str, results_dir: str | Path, config: Eval
     results_dir = Path(results_dir)
     instances = {name: load_instances(name, config.data.get(name), config.limit, config.rg_per_task, config.rg_tasks)
                  for name in tqdm(config.benchmarks, desc="loading benchmarks", disable=not progress)}
-    _check_run_info(results_dir, label, backend, config)
+    info = _checked_run_info(results_dir, label, backend, config, instances)
     n = config.sampling.n
+    todos = {}
     for name, items in instances.items():
-        path = res.results_path(results_dir, label, name)
-        done = res.repair(path, n)
-        todo = [i for i in items if i.instance_id not in done]
+        done = res.repair(res.results_path(results_dir, label, name), n)
+        todos[name] = [i for i in items if i.instance_id not in done]
+        info["benchmarks"][name]["complete"] = not todos[name]
+    res.write_run_info(results_dir, label, info)
+    for name, items in instances.items():
+        path, todo = res.results_path(results_dir, label, name), todos[name]
         bar = tqdm(total=len(items), initial=len(items) - len(todo), desc=f"{label} {name}", unit="inst",
                    disable=not progress)
         for start in range(0, len(todo), config.batch_size):
@@ -167,6 +222,9 @@ def evaluate(backend: Backend, label: str, results_dir: str | Path, config: Eval
             res.append_rows(path, rows)
             bar.update(len(batch))
         bar.close()
+        if not info["benchmarks"][name]["complete"]:  # every instance now has all its samples
+            info["benchmarks"][name]["complete"] = True
+            res.write_run_info(results_dir, label, info)
     return res.load_results(results_dir, [label], list(config.benchmarks))
 
 

@@ -9,7 +9,9 @@
   compile error or timeout.
 * Reasoning Gym (continuous, as ProRL): the task's own ``score_answer`` on the text of the last
   ``<answer>...</answer>`` block (ProRL's convention). Without such a block the answer is ``None``,
-  which the verifier scores as it scores a missing answer (0 for most tasks, 0.01 for a few).
+  which the verifier scores as it scores a missing answer (0 for most tasks, 0.01 for a few). A verifier
+  that raises on a malformed answer (some do, e.g. ``prime_factorization`` on "abc") scores 0, a wrong
+  answer, as the verl reward does; the evaluation goes on.
 
 Reasoning models write their reasoning before ``</think>``; when the response has one, only the text
 after the last ``</think>`` is checked (our choice, as DeepScaleR's checker does).
@@ -70,8 +72,12 @@ def extract_rg_answer(response: str) -> str | None:
 
 
 def score_reasoning_gym(response: str, task: str, entry: dict) -> float:
-    """The task's own continuous verifier on the extracted answer, in [0, 1]."""
-    return float(rg_verifier(task).score_answer(extract_rg_answer(response), entry))
+    """The task's own continuous verifier on the extracted answer, in [0, 1]; 0.0 when the verifier
+    raises on a malformed answer (as the verl reward, ``verl_recipe.rewards``)."""
+    try:
+        return float(rg_verifier(task).score_answer(extract_rg_answer(response), entry))
+    except Exception:  # noqa: BLE001 - e.g. prime_factorization raises ValueError on "abc", boxnet TypeError on "1.5"
+        return 0.0
 
 
 def score(instance: Instance, response: str, code_limits: Limits = Limits()) -> float:

@@ -4,7 +4,9 @@ Every row carries ``source``: "reported" (copied from the paper, ``brorl_lib.pap
 "reproduced" (recomputed here from per-instance results). Values are percentages as in the paper.
 A reproduced row's ``method`` is the checkpoint label; its N / B / Steps come from ``row_ids`` when
 given (e.g. ``{"brorl": {"method": "BroRL (released)", "n_rollouts": 512, "prompts_per_step": 128}}``),
-else they are empty. A domain average is empty unless every column of its table was evaluated.
+else they are empty. A domain average is empty unless every column of its table was evaluated to its
+last instance (run.json records each benchmark as complete; an interrupted evaluation leaves the
+average empty until it is resumed to the end).
 Table 5 gets one more column, ``rg_category_mean`` (the unweighted mean of the eleven categories),
 filled for reproduced rows only; its ``rg_avg`` for reproduced rows is the mean over tasks (see
 ``metrics``).
@@ -12,7 +14,7 @@ filled for reproduced rows only; its ``rg_avg`` for reproduced rows is the mean 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +22,7 @@ import pandas as pd
 
 from brorl_lib import paper
 from brorl_lib.evaluation import results as res
+from brorl_lib.evaluation.benchmarks import GROUPS
 from brorl_lib.evaluation.metrics import column_scores
 from brorl_lib.evaluation.protocol import SamplingParams
 
@@ -35,10 +38,12 @@ CAPTIONS = {
 }
 
 
-def reproduced_rows(results: pd.DataFrame, row_ids: Mapping[str, Mapping] | None = None) -> dict[str, pd.DataFrame]:
-    """Per paper table, one row per checkpoint with any result in its domain, in the table's columns."""
+def reproduced_rows(results: pd.DataFrame, row_ids: Mapping[str, Mapping] | None = None,
+                    complete: Mapping[str, Collection[str]] | None = None) -> dict[str, pd.DataFrame]:
+    """Per paper table, one row per checkpoint with any result in its domain, in the table's columns.
+    ``complete`` (checkpoint -> benchmarks evaluated to the end): see ``metrics.column_scores``."""
     row_ids = row_ids or {}
-    scores = column_scores(results) if not results.empty else pd.DataFrame(columns=["checkpoint"])
+    scores = column_scores(results, complete) if not results.empty else pd.DataFrame(columns=["checkpoint"])
     out = {}
     for name, (domain, columns, avg) in TABLES.items():
         rows = []
@@ -68,7 +73,8 @@ def paper_tables_with_reproduced(results_dir: str | Path, row_ids: Mapping[str, 
     """{"table3_math", "table4_code", "table5_reasoning_gym"} -> reported rows, then one reproduced row
     per checkpoint evaluated under ``results_dir`` (an empty or missing folder gives reported rows only)."""
     results = res.load_results(Path(results_dir))
-    mine = reproduced_rows(results, row_ids)
+    complete = {label: res.complete_benchmarks(Path(results_dir), label) for label in res.checkpoints(Path(results_dir))}
+    mine = reproduced_rows(results, row_ids, complete)
     tables = {}
     for name, (domain, columns, avg) in TABLES.items():
         reported = paper.load(name)
@@ -83,8 +89,9 @@ def paper_tables_with_reproduced(results_dir: str | Path, row_ids: Mapping[str, 
 
 
 def provenance(results_dir: str | Path, domain: str) -> str:
-    """"reproduced" when every checkpoint with results in ``domain`` used the paper's sampling and
-    every run of it covered whole benchmarks; "scaled-down" otherwise; "reported" when there are none."""
+    """"reproduced" when every checkpoint with results in ``domain`` used the paper's sampling and has
+    every benchmark of the domain evaluated whole (the paper's instance set) and to its last instance
+    (``results.complete_benchmarks``); "scaled-down" otherwise; "reported" when there are none."""
     results = res.load_results(Path(results_dir))
     labels = sorted(set(results.loc[results["domain"] == domain, "checkpoint"]))
     if not labels:
@@ -92,7 +99,8 @@ def provenance(results_dir: str | Path, domain: str) -> str:
     for label in labels:
         info = res.read_run_info(Path(results_dir), label) or {}
         sampling = (info.get("protocol") or {}).get("sampling")
-        if sampling != SamplingParams().as_dict() or not all(r.get("full") for r in info.get("runs", [])):
+        whole = res.complete_benchmarks(Path(results_dir), label, full_only=True)
+        if sampling != SamplingParams().as_dict() or not set(GROUPS[domain]) <= whole:
             return "scaled-down"
     return "reproduced"
 

@@ -6,6 +6,15 @@ its file when it opens it, so the launch script gives every resumed segment a fr
 line is ``{"step": N, "data": {metric: value}}``. Segments are read in order; a step logged again
 after a resume (verl re-runs the steps after its last checkpoint) takes the later values.
 
+A training step is logged by one ``logger.log`` call per step (``v1/trainer_base.py::fit``: its
+training metrics, and its validation metrics when it validates, in one record with ``timing_s/step``),
+and verl writes some metrics only when non-zero (the ``filter_groups`` counts below). So when a later
+record is a training step (it has ``timing_s/step``) for a step already seen, the earlier training
+metrics of that step are dropped first: a re-run that evicted nothing must not keep the crashed
+attempt's count. Validation metrics (``val-*``) stay, as verl also logs them alone at the step it
+resumes from (validation before training, ``val_before_train``, at the checkpoint's step, whose
+training record is in the earlier segment) and a re-run step that validates overwrites them.
+
 Metric names are those verl 0.9.1 writes (read from its source):
 
 * ``timing_s/step``: wall seconds of one training step, validation excluded
@@ -64,12 +73,23 @@ def read_jsonl(path: str | Path) -> list[tuple[int, dict]]:
     return out
 
 
+def is_validation_key(key: str) -> bool:
+    """A validation metric (``val-core/...``, ``val-aux/...``), logged alone before training or with a step."""
+    return key.startswith("val-")
+
+
 def merge_segments(paths: list[str | Path]) -> dict[int, dict]:
-    """Step -> metrics over all segments in order; a key logged again at the same step takes the later value."""
+    """Step -> metrics over all segments in order; a key logged again at the same step takes the later
+    value, and a training step logged again (re-run after a resume) replaces all earlier training metrics
+    of that step (validation metrics are kept unless logged again)."""
     merged: dict[int, dict] = {}
     for path in paths:
         for step, data in read_jsonl(path):
-            merged.setdefault(step, {}).update(data)
+            metrics = merged.setdefault(step, {})
+            if STEP_TIME in data:
+                for key in [k for k in metrics if not is_validation_key(k)]:
+                    del metrics[key]
+            metrics.update(data)
     return dict(sorted(merged.items()))
 
 
@@ -122,13 +142,14 @@ class RunLog:
     arm: str
     rollouts: int  # N
     prompts_per_step: int
+    max_response_length: int  # tokens (data.max_response_length)
     segments: int
     steps: pd.DataFrame  # STEP_COLUMNS
     validation: pd.DataFrame  # VAL_COLUMNS
 
 
 def read_run(arm_dir: str | Path) -> RunLog:
-    """An arm's logs: its resolved config (N, prompts per step) and all its segments, in order."""
+    """An arm's logs: its resolved config (N, prompts per step, response length) and all its segments, in order."""
     arm_dir = Path(arm_dir)
     config_file = arm_dir / "config.yaml"
     if not config_file.is_file():
@@ -136,10 +157,11 @@ def read_run(arm_dir: str | Path) -> RunLog:
     cfg = yaml.safe_load(config_file.read_text())
     rollouts = int(cfg["actor_rollout_ref"]["rollout"]["n"])
     prompts = int(cfg["data"]["train_batch_size"])
+    response_length = int(cfg["data"]["max_response_length"])
     segments = sorted((arm_dir / "logs").glob(SEGMENT_GLOB))
     merged = merge_segments(segments)
     steps = steps_frame(merged, rollouts, prompts)
-    return RunLog(arm_dir.parent.name, arm_dir.name, rollouts, prompts, len(segments), steps,
+    return RunLog(arm_dir.parent.name, arm_dir.name, rollouts, prompts, response_length, len(segments), steps,
                   validation_frame(merged, steps))
 
 

@@ -348,12 +348,33 @@ def runs_summary(runs: list[logs.RunLog]) -> pd.DataFrame:
                                  "pass_rate"])
 
 
+def paper_steps(arm: str) -> int:
+    """RL steps a run of ``arm`` must reach to count as the paper's scale: the steps of the arm's last
+    (longest) Table 1 row (ProRL +535, BroRL +191), the rows the paper compares the arms at (our choice;
+    its earlier rows, +225 / +107, are intermediate points of the same runs)."""
+    t1 = paper.table1_arms()
+    return int(t1.loc[t1["method"] == ARM_LABELS[arm], "steps_added"].max())
+
+
+def last_trained_step(run: logs.RunLog) -> int:
+    """The last step the run trained (0 when it only validated)."""
+    trained = run.steps.loc[run.steps["kept_groups"] > 0, "step"]
+    return int(trained.max()) if len(trained) else 0
+
+
+def at_paper_scale(run: logs.RunLog) -> bool:
+    """The paper's N and prompts per step for the arm, its 16k response length, and at least ``paper_steps``."""
+    return (run.arm in configs.PAPER_ARMS and (run.rollouts, run.prompts_per_step) == configs.PAPER_ARMS[run.arm]
+            and run.max_response_length >= configs.MAX_RESPONSE_LENGTH and last_trained_step(run) >= paper_steps(run.arm))
+
+
 def runs_provenance(runs: list[logs.RunLog]) -> str:
-    """"reported" without runs; "reproduced" if every run has the paper's N and prompts; else "scaled-down"."""
+    """"reported" without runs; "reproduced" if every run is at the paper's scale (``at_paper_scale``:
+    batch shape, 16k responses, Table 1's step count for its arm); else "scaled-down" (e.g. a short smoke
+    run at the paper's batch shape)."""
     if not runs:
         return "reported"
-    paper_shape = all((r.rollouts, r.prompts_per_step) == configs.PAPER_ARMS.get(r.arm) for r in runs)
-    return "reproduced" if paper_shape else "scaled-down"
+    return "reproduced" if all(at_paper_scale(r) for r in runs) else "scaled-down"
 
 
 def config_diff_table(prepared: Prepared) -> pd.DataFrame:
