@@ -1,8 +1,9 @@
-"""Atomic file writes: write to a temporary file in the same folder, then rename over the target."""
+"""Atomic writes: a file (or a folder) is written beside its target under a temporary name, then renamed."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -41,3 +42,19 @@ def write_with(target: str | os.PathLike, writer: Callable[[Path], None]) -> Non
     """Call ``writer(tmp_path)`` and move its file into place atomically."""
     with atomic_path(target) as tmp:
         writer(tmp)
+
+
+TMP_SUFFIX, OLD_SUFFIX = ".tmp", ".old"  # the new copy of a folder while it is written; the previous one during the swap
+
+
+def write_folder(target: str | os.PathLike, fill: Callable[[Path], None]) -> None:
+    """Call ``fill(tmp_folder)``, then swap the folder in for ``target``: an interruption leaves either the
+    previous copy or a complete new one, under ``target`` or its TMP_SUFFIX / OLD_SUFFIX twin."""
+    target = Path(target)
+    tmp, old = target.with_name(target.name + TMP_SUFFIX), target.with_name(target.name + OLD_SUFFIX)
+    shutil.rmtree(tmp, ignore_errors=True)
+    fill(tmp)
+    if target.exists():
+        os.replace(target, old)
+    os.replace(tmp, target)
+    shutil.rmtree(old, ignore_errors=True)

@@ -9,8 +9,6 @@ again resumes every unfinished piece and skips the finished ones.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -79,9 +77,6 @@ class ExperimentSettings:
                      "arm_prompts", "sample_budget", "mini_batches", "max_new_tokens", "eval_samples", "eval_every",
                      "eval_points", "theory_prompts", "theory_samples", "theory_batches"):
             check_int(name, getattr(self, name), low=1)
-        check_int_list("arm_rollouts", list(self.arm_rollouts), low=2)
-        if len(set(self.arm_rollouts)) != len(self.arm_rollouts):
-            raise ValueError(f"arm_rollouts={list(self.arm_rollouts)} names an N twice")
         for name in ("warm_start_lr", "base_lr", "temperature", "eval_temperature"):
             check_positive(name, getattr(self, name))
         check_range("plateau_tol", self.plateau_tol, low=0.0)
@@ -90,10 +85,18 @@ class ExperimentSettings:
         if self.device.startswith("cuda") and not torch.cuda.is_available():
             raise ValueError(f"device={self.device!r} is not allowed here: no CUDA device is visible; use device='cpu'")
         self.model.check()
-        for n in self.arm_rollouts:  # every arm must spend exactly the same samples
-            if self.sample_budget % (n * prompts_for(self, n)):
-                raise ValueError(f"sample_budget={self.sample_budget} is not allowed: it must be a multiple of the "
-                                 f"N={n} arm's samples per step ({n * prompts_for(self, n)})")
+        check_arm_rollouts(self, "arm_rollouts", self.arm_rollouts)
+
+
+def check_arm_rollouts(settings: ExperimentSettings, name: str, rollouts) -> None:
+    """A list of distinct N >= 2, each arm spending exactly the sample budget in whole steps."""
+    check_int_list(name, list(rollouts), low=2)
+    if len(set(rollouts)) != len(rollouts):
+        raise ValueError(f"{name}={list(rollouts)} names an N twice")
+    for n in rollouts:
+        if settings.sample_budget % (n * prompts_for(settings, n)):
+            raise ValueError(f"sample_budget={settings.sample_budget} is not allowed: it must be a multiple of the "
+                             f"N={n} arm's samples per step ({n * prompts_for(settings, n)})")
 
 
 def prompts_for(settings: ExperimentSettings, n: int) -> int:
@@ -122,18 +125,18 @@ def _step(settings: ExperimentSettings, n: int) -> StepSettings:
 
 
 def warm_start_model(settings: ExperimentSettings, train, seed: int, folder: Path, progress: bool = False) -> Path:
-    """Supervised warm start, saved once (skipped when already there): written into a temporary folder
-    that is renamed into place, so an interruption never leaves a half-saved model behind."""
+    """Supervised warm start, saved once (skipped when already there) and atomically, so an interruption
+    never leaves a half-saved model behind."""
     if not (folder / "config.json").exists():
         tok = build_tokenizer()
         model = tiny.build_model(settings.model, tok, seed).to(settings.device)
         losses = warm_start.train_sft(model, tok, train, settings.warm_start_steps, 32, settings.warm_start_lr, seed,
                                       progress)
-        tmp = folder.with_name(folder.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tiny.save(model, tok, tmp)
-        (tmp / "warm_start_losses.json").write_text(json.dumps(losses))
-        os.replace(tmp, folder)
+        def fill(tmp: Path) -> None:
+            tiny.save(model, tok, tmp)
+            (tmp / "warm_start_losses.json").write_text(json.dumps(losses))
+
+        atomic.write_folder(folder, fill)
     return folder
 
 
@@ -200,13 +203,7 @@ def run(settings: ExperimentSettings, seeds: list[int], runs_dir: Path, progress
     settings.validate()
     check_int_list("seeds", seeds, low=0)
     if base_lr_rollouts:
-        check_int_list("base_lr_rollouts", list(base_lr_rollouts), low=2)
-        if len(set(base_lr_rollouts)) != len(base_lr_rollouts):
-            raise ValueError(f"base_lr_rollouts={list(base_lr_rollouts)} names an N twice")
-        for n in base_lr_rollouts:
-            if settings.sample_budget % (n * prompts_for(settings, n)):
-                raise ValueError(f"base_lr_rollouts item={n}: sample_budget={settings.sample_budget} is not a "
-                                 f"multiple of its samples per step ({n * prompts_for(settings, n)})")
+        check_arm_rollouts(settings, "base_lr_rollouts", base_lr_rollouts)
     arms = [(f"N={n}", n, arm_lr(settings, n), f"arm_N{n}") for n in settings.arm_rollouts]
     arms += [(f"N={n} base lr", n, settings.base_lr, f"arm_N{n}_base_lr") for n in base_lr_rollouts]
     frames = []

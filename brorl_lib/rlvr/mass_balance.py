@@ -101,7 +101,7 @@ def analyse(model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, instance
         ns = np.array(settings.rollouts)
         expected = pd.DataFrame({"N": ns, "expected_u_pos2": theory.expected_unsampled_moment(p, ns, correct),
                                  "expected_u_neg2": theory.expected_unsampled_moment(p, ns, ~correct),
-                                 "expected_distinct": [float(np.sum(-np.expm1(n * np.log1p(-p)))) for n in ns]})
+                                 "expected_distinct": drawn_at_least_once(p, ns).sum(axis=1)})
         batches.append(b.merge(expected, on="N").assign(prompt=inst.prompt, task=inst.task))
     return pd.DataFrame(supports), pd.concat(batches, ignore_index=True)
 
@@ -121,9 +121,14 @@ def summary(batches: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
+def drawn_at_least_once(p: np.ndarray, rollouts) -> np.ndarray:
+    """1 - (1 - p)^N for every N (rows) and probability (columns), computed without cancellation."""
+    p = np.minimum(np.asarray(p, dtype=np.float64), 1.0 - 1e-300)[None, :]
+    n = np.asarray(rollouts, dtype=np.float64)[:, None]
+    return -np.expm1(n * np.log1p(-p))
+
+
 def groups_with_correct(q_pos: np.ndarray, rollouts) -> np.ndarray:
     """Mean over prompts of 1 - (1 - Q_pos)^N: the chance a group of N holds a correct response, i.e. that a
     binary-reward group carries a learning signal through dynamic sampling (unless every response is correct)."""
-    q = np.asarray(q_pos, dtype=np.float64)[None, :]
-    n = np.asarray(rollouts, dtype=np.float64)[:, None]
-    return (-np.expm1(n * np.log1p(-np.minimum(q, 1.0 - 1e-300)))).mean(axis=1)
+    return drawn_at_least_once(q_pos, rollouts).mean(axis=1)

@@ -56,8 +56,6 @@ class LaptopRLVRConfig(NotebookConfig):
     def validate(self) -> None:
         for name in ("tasks", "difficulties", "arm_rollouts", "base_lr_rollouts", "seeds"):
             check_type(name, getattr(self, name), (list, tuple), "a list")
-        if self.base_lr_rollouts:
-            check_int_list("base_lr_rollouts", list(self.base_lr_rollouts), low=2)
         check_type("runs_dir", self.runs_dir, str, "a folder path")
         check_type("device", self.device, str, "'cpu' or 'cuda'")
         check_int_list("seeds", list(self.seeds), low=0)
@@ -67,7 +65,10 @@ class LaptopRLVRConfig(NotebookConfig):
             raise ValueError(f"arm_rollouts={list(self.arm_rollouts)} must include the baseline N={ex.BASE_N}")
         if not self.runs_dir.strip():
             raise ValueError("runs_dir is empty: give a folder for the run's results")
-        self.settings().validate()
+        settings = self.settings()
+        settings.validate()
+        if self.base_lr_rollouts:
+            ex.check_arm_rollouts(settings, "base_lr_rollouts", self.base_lr_rollouts)
 
     def settings(self) -> ex.ExperimentSettings:
         shape = TinyModelShape(hidden=self.hidden_size, layers=self.num_layers, heads=HEADS, kv_heads=KV_HEADS,

@@ -59,17 +59,13 @@ def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, instanc
 
 
 def _save_checkpoint(folder: Path, model, tokenizer, optimizer, generator: torch.Generator, state: dict) -> None:
-    """Write into a temporary folder, then swap it in: an interruption never leaves a half checkpoint."""
-    tmp = folder.with_name(folder.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tiny.save(model, tokenizer, tmp)
-    torch.save({"optimizer": optimizer.state_dict(), "generator": generator.get_state()}, tmp / "trainer.pt")
-    atomic.write_text(tmp / "state.json", json.dumps(state, indent=2))  # last: marks the copy complete
-    old = folder.with_name(folder.name + ".old")
-    if folder.exists():
-        os.replace(folder, old)
-    os.replace(tmp, folder)
-    shutil.rmtree(old, ignore_errors=True)
+    """Written as a whole and swapped in: an interruption never leaves a half checkpoint."""
+    def fill(tmp: Path) -> None:
+        tiny.save(model, tokenizer, tmp)
+        torch.save({"optimizer": optimizer.state_dict(), "generator": generator.get_state()}, tmp / "trainer.pt")
+        atomic.write_text(tmp / "state.json", json.dumps(state, indent=2))  # last: marks the copy complete
+
+    atomic.write_folder(folder, fill)
 
 
 def _recover_checkpoint(folder: Path) -> None:
@@ -77,7 +73,7 @@ def _recover_checkpoint(folder: Path) -> None:
     exists, which is written last) or else the previous one takes the checkpoint's place."""
     if (folder / "state.json").exists():
         return
-    for candidate in (folder.with_name(folder.name + ".tmp"), folder.with_name(folder.name + ".old")):
+    for candidate in (folder.with_name(folder.name + atomic.TMP_SUFFIX), folder.with_name(folder.name + atomic.OLD_SUFFIX)):
         if (candidate / "state.json").exists():
             shutil.rmtree(folder, ignore_errors=True)
             os.replace(candidate, folder)
