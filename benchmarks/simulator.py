@@ -14,8 +14,8 @@ import time
 import numpy as np
 import torch
 
-from brorl_lib import paper_setup
-from brorl_lib.simulator import SimSettings, correct_indices, initial_logits, simulate
+from brorl_lib.paper import setup as paper_setup
+from brorl_lib.simulator.engine import SimSettings, correct_indices, initial_logits, simulate
 
 
 def numpy_run(settings: SimSettings, n: int, seed: int, steps: int) -> float:

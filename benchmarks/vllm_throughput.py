@@ -10,7 +10,7 @@ Shapes (--shapes):
 Every response is exactly --response-tokens tokens long (end-of-sequence ignored), standing in for a
 realistic response length; the prompts are Reasoning Gym questions generated locally, through the
 model's chat template. Prints samples/s and tokens/s per (prefix caching, N) and the N=512 / N=16
-ratio beside the paper's Table 2 (read from data/paper with brorl_lib.paper). Each prefix-caching
+ratio beside the paper's Table 2 (read from data/paper with brorl_lib.paper.reported). Each prefix-caching
 setting runs in its own process (one vLLM engine per process).
 
 Exit status: 0 measured; 2 bad arguments; 3 vLLM or a CUDA GPU is missing here (nothing measured).
@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from brorl_lib import paper
+from brorl_lib.paper import reported as paper
 from brorl_lib.evaluation.protocol import TEMPERATURE, TOP_P
 
 EXIT_NO_VLLM = 3
@@ -120,7 +120,7 @@ def prompt_ids(tokenizer, count: int) -> list[list[int]]:
     import reasoning_gym
 
     from brorl_lib.evaluation.backends import encode_prompt
-    from brorl_lib.evaluation.benchmarks import rg_prompt
+    from brorl_lib.evaluation.datasets import rg_prompt
 
     per_task = -(-count // len(RG_TASKS))
     questions = [e["question"] for t in RG_TASKS for e in reasoning_gym.create_dataset(t, size=per_task, seed=PROMPT_SEED)]

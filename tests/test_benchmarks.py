@@ -4,8 +4,8 @@ import importlib.util
 
 import pytest
 
-from brorl_lib.paths import REPO_ROOT
-from brorl_lib.simulator import SimSettings, simulate
+from brorl_lib.core.paths import REPO_ROOT
+from brorl_lib.simulator.engine import SimSettings, simulate
 
 
 def load(name):

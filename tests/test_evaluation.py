@@ -15,8 +15,10 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from brorl_lib import paper
-from brorl_lib.evaluation import backends, benchmarks, metrics, results, sandbox, scoring, tables
+from brorl_lib.paper import reported as paper
+from brorl_lib.evaluation import backends, metrics, results, sandbox, scoring
+from brorl_lib.evaluation import datasets as benchmarks
+from brorl_lib.evaluation import score_tables as tables
 from brorl_lib.evaluation.cli import main as cli_main
 from brorl_lib.evaluation.protocol import SamplingParams
 from brorl_lib.evaluation.run import EvalConfig, evaluate, instance_seed, same_results
@@ -482,7 +484,7 @@ def test_other_instances_under_the_same_label_are_refused(files, backend_a, tmp_
 
 def test_reasoning_gym_instances_do_not_depend_on_the_hash_seed():
     """Some reasoning_gym generators iterate over sets of strings: instances are made with hash seed 0 always."""
-    code = ("from brorl_lib.evaluation import benchmarks as b; items = b.load_instances('rg_algorithmic', rg_per_task=2,"
+    code = ("from brorl_lib.evaluation import datasets as b; items = b.load_instances('rg_algorithmic', rg_per_task=2,"
             " rg_tasks=['isomorphic_strings', 'ransom_note']); print([(i.instance_id, i.prompt) for i in items])")
     prints = {subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONHASHSEED": seed}, check=True,
                              capture_output=True, text=True).stdout for seed in ("0", "1")}

@@ -7,9 +7,9 @@ import papermill
 import pytest
 import torch
 
-from brorl_lib.cli import main
-from brorl_lib.profiles import available_profiles, plan_run
-from brorl_lib.registry import NOTEBOOKS
+from brorl_lib.core.cli import main
+from brorl_lib.core.profiles import available_profiles, plan_run
+from brorl_lib.core.registry import NOTEBOOKS
 
 ASSIGNMENT = re.compile(r"^\w+\s*(:[^=]+)?=")
 

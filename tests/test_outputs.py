@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from brorl_lib import atomic
-from brorl_lib.artifacts import RECORD_FILE, read_record
-from brorl_lib.plotting import new_figure, save_figure
-from brorl_lib.tables import save_table
+from brorl_lib.core import atomic
+from brorl_lib.core.artifacts import RECORD_FILE, read_record
+from brorl_lib.core.plotting import new_figure, save_figure
+from brorl_lib.core.table_files import save_table
 
 
 def draw(seed=0):

@@ -6,8 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from brorl_lib import dynamic_sampling as ds
-from brorl_lib import paper, paper_report, roofline, stats
+from brorl_lib.paper import dynamic_sampling as ds
+from brorl_lib.paper import reported as paper
+from brorl_lib.paper import report as paper_report
+from brorl_lib.paper import roofline
+from brorl_lib.core import stats
 
 
 def test_checksums_and_schemas():

@@ -7,11 +7,14 @@ import nbformat
 import pandas as pd
 import pytest
 
-from brorl_lib import hashing, manifest, pipeline
-from brorl_lib.config import NotebookConfig
-from brorl_lib.profiles import Plan, load_profile, plan_run
-from brorl_lib.registry import NotebookSpec, get_notebook
-from brorl_lib.validation import check_int
+from brorl_lib.core import hashing
+from brorl_lib.core import manifest
+from brorl_lib.core import pipeline
+from brorl_lib.core.params import NotebookConfig
+from brorl_lib.core.paths import REPO_ROOT
+from brorl_lib.core.profiles import Plan, load_profile, plan_run
+from brorl_lib.core.registry import NotebookSpec, get_notebook
+from brorl_lib.core.validation import check_int
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,7 @@ class TinyConfig(NotebookConfig):
 
 TINY_CELLS = [
     ("x: int = 1  # a number, ≥ 0\nfail: bool = False  # raise after writing the table", ["parameters"]),
-    ("import pandas as pd\nfrom brorl_lib.tables import save_table", []),
+    ("import pandas as pd\nfrom brorl_lib.core.table_files import save_table", []),
     ('save_table(pd.DataFrame({"x": [x]}), "tiny", provenance="reproduced", caption="tiny")', []),
     ('if fail:\n    raise RuntimeError("requested failure")', []),
 ]
@@ -89,9 +92,12 @@ def test_timeout_kills_the_run(tiny):
 
 
 def test_library_files_follow_imports():
-    files = {p.name for p in hashing.library_files(["from brorl_lib import theory_report as tr\n%matplotlib inline"])}
-    assert {"theory_report.py", "theory.py", "paper_setup.py", "config.py", "validation.py", "__init__.py"} <= files
-    assert "pipeline.py" not in files and "plotting.py" not in files
+    code = "from brorl_lib.theory import report as tr\n%matplotlib inline"
+    files = {p.relative_to(REPO_ROOT).as_posix() for p in hashing.library_files([code])}
+    expected = {"theory/report.py", "theory/formulas.py", "paper/setup.py", "core/params.py", "core/validation.py",
+                "theory/__init__.py", "__init__.py"}
+    assert {f"brorl_lib/{name}" for name in expected} <= files
+    assert "brorl_lib/core/pipeline.py" not in files and "brorl_lib/core/plotting.py" not in files
 
 
 def test_status_reports_each_kind_of_staleness(tmp_path):

@@ -245,7 +245,7 @@ def test_report_tables_from_a_run(experiment_run):
 
 
 def test_theorem1_on_real_batches(experiment_run):
-    from brorl_lib import theory
+    from brorl_lib.theory import formulas as theory
     from brorl_lib.rlvr import mass_balance, report
 
     _, runs, _ = experiment_run
@@ -272,7 +272,7 @@ def test_notebook_config_rejects_bad_parameters_by_name():
 
     import papermill
 
-    from brorl_lib.registry import get_notebook
+    from brorl_lib.core.registry import get_notebook
     from brorl_lib.rlvr.report import LaptopRLVRConfig
 
     spec = get_notebook("04_laptop_rlvr")

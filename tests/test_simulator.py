@@ -3,8 +3,8 @@ import pandas as pd
 import pytest
 import torch
 
-from brorl_lib import simulator as sim
-from brorl_lib import theory
+from brorl_lib.simulator import engine as sim
+from brorl_lib.theory import formulas as theory
 
 TINY = dict(vocab_size=6, n_correct=2, steps=1)
 

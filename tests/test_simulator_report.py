@@ -3,7 +3,7 @@ import dataclasses
 import pandas as pd
 import pytest
 
-from brorl_lib import simulator_report as sr
+from brorl_lib.simulator import report as sr
 
 QUICK = dict(
     seeds=[0], rollouts=[4, 64], steps=30, vocab_size=400, n_correct=40, lr=1e-3, weight_decay=0.01, beta1=0.9,

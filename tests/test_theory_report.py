@@ -3,8 +3,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from brorl_lib import theory_symbolic
-from brorl_lib import theory_report as tr
+from brorl_lib.theory import symbolic as theory_symbolic
+from brorl_lib.theory import report as tr
 
 SMALL = dict(
     seed=0, n_instances=40, vocab_sizes=[10, 1000, 128000], rollout_sizes=[1, 16, 512], eta=1e-3,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from brorl_lib.evaluation.protocol import SamplingParams
-from brorl_lib.validation import check_choice, check_int
+from brorl_lib.core.validation import check_choice, check_int
 
 VLLM_INSTALL_HINT = ("install it on a CUDA machine with `pip install -e '.[gpu]'` (vllm==0.24.0), "
                      "or use the CPU backend: --backend transformers")

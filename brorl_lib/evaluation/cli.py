@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from brorl_lib.evaluation import protocol
-from brorl_lib.evaluation.benchmarks import BENCHMARKS, GROUPS, DatasetUnavailable
+from brorl_lib.evaluation.datasets import BENCHMARKS, GROUPS, DatasetUnavailable
 from brorl_lib.evaluation.results import check_label, default_label
 
 EPILOG = """examples:

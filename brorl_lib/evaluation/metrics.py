@@ -26,10 +26,10 @@ from math import comb
 import numpy as np
 import pandas as pd
 
-from brorl_lib import stats
-from brorl_lib.evaluation.benchmarks import BENCHMARKS, DOMAINS, GROUPS
-from brorl_lib.paper import CODE_COLUMNS, MATH_COLUMNS, RG_COLUMNS
-from brorl_lib.validation import check_int
+from brorl_lib.core import stats
+from brorl_lib.evaluation.datasets import BENCHMARKS, DOMAINS, GROUPS
+from brorl_lib.paper.reported import CODE_COLUMNS, MATH_COLUMNS, RG_COLUMNS
+from brorl_lib.core.validation import check_int
 
 TABLE_METRIC = {"math": "score", "code": "correct", "reasoning_gym": "score"}
 INSTANCE_KEYS = ["checkpoint", "benchmark", "domain", "task", "instance_id"]
@@ -117,7 +117,7 @@ def column_scores(results: pd.DataFrame, complete: Mapping[str, Collection[str]]
 def paired_comparison(results: pd.DataFrame, treatment: str, control: str,
                       domains: Sequence[str] = DOMAINS, alternative: str = "greater") -> dict:
     """The paper's paired t-test (§4.2.2): per-instance pass@1 of two checkpoints, pooled over all
-    instances both evaluated (in ``domains``), through ``brorl_lib.stats.paired_test``.
+    instances both evaluated (in ``domains``), through ``brorl_lib.core.stats.paired_test``.
 
     Returns its statistics plus ``n_unpaired``, the instances only one checkpoint has.
     """

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from brorl_lib.validation import check_int, check_range, check_type
+from brorl_lib.core.validation import check_int, check_range, check_type
 
 SAMPLES_PER_INSTANCE = 16  # paper-notes §3.3: "averaged over 16 independent samples per instance"
 TEMPERATURE = 0.6  # paper-notes §3.3

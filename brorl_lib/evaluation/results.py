@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from brorl_lib import atomic
+from brorl_lib.core import atomic
 
 RUN_INFO = "run.json"
 COLUMNS = ["checkpoint", "benchmark", "domain", "task", "instance_id", "sample", "score", "correct",

@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 
 from brorl_lib.evaluation import results as res
 from brorl_lib.evaluation.backends import Backend
-from brorl_lib.evaluation.benchmarks import (
+from brorl_lib.evaluation.datasets import (
     BENCHMARKS,
     RG_MAX_INSTANCES_PER_TASK,
     Instance,
@@ -46,7 +46,7 @@ from brorl_lib.evaluation.benchmarks import (
 from brorl_lib.evaluation.protocol import PROMPT_VERSION, RG_INSTANCES_PER_TASK, SamplingParams
 from brorl_lib.evaluation.sandbox import Limits
 from brorl_lib.evaluation.scoring import score
-from brorl_lib.validation import check_int, check_type
+from brorl_lib.core.validation import check_int, check_type
 
 
 @dataclass(frozen=True)

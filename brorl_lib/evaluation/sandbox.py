@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from brorl_lib.validation import check_int, check_positive
+from brorl_lib.core.validation import check_int, check_positive
 
 _BOOTSTRAP = r"""
 import resource, sys

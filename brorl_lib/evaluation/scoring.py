@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 import threading
 
-from brorl_lib.evaluation.benchmarks import BENCHMARKS, Instance, rg_verifier
+from brorl_lib.evaluation.datasets import BENCHMARKS, Instance, rg_verifier
 from brorl_lib.evaluation.sandbox import Limits, run_tests
 
 THINK_END = "</think>"

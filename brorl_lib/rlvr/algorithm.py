@@ -14,7 +14,7 @@ from verl.trainer.ppo import core_algos
 from verl.workers.config.actor import ActorConfig
 
 from brorl_lib.rlvr.sampling import Rollouts, positions
-from brorl_lib.validation import check_choice, check_positive, check_range
+from brorl_lib.core.validation import check_choice, check_positive, check_range
 
 ADVANTAGE_ESTIMATORS = ("reinforce_plus_plus_baseline", "grpo")  # ProRLv2 uses the first (paper §3.1)
 

@@ -16,14 +16,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from brorl_lib import atomic
+from brorl_lib.core import atomic
 from brorl_lib.rlvr import algorithm as alg
 from brorl_lib.rlvr import mass_balance, tasks, warm_start
 from brorl_lib.rlvr import model as tiny
 from brorl_lib.rlvr.run import CHECKPOINT, ArmSettings, run_arm
 from brorl_lib.rlvr.step import StepSettings
 from brorl_lib.rlvr.tokenizer import build_tokenizer
-from brorl_lib.validation import check_choice, check_int, check_int_list, check_positive, check_range
+from brorl_lib.core.validation import check_choice, check_int, check_int_list, check_positive, check_range
 
 TEST_INSTANCES = "test_instances.csv"  # held-out instances in the order of every score file
 THEORY_SUPPORTS, THEORY_BATCHES = "theory_supports.csv", "theory_batches.csv"

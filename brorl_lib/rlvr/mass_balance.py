@@ -6,7 +6,7 @@ exact probability at the sampling temperature (the sum of its token log-probs, <
 renormalised over the responses found (the share of mass they cover is reported). A response is
 correct when its verifier score is 1 (R_c = +1) and incorrect otherwise (R_w = -1), as in the
 simulator. Batches of N i.i.d. draws from that distribution then give S_R, A_2, B_2, U_pos,2, U_neg,2
-and Theorem 1's predicted change of the correct mass, exactly as `brorl_lib.theory` defines them.
+and Theorem 1's predicted change of the correct mass, exactly as `brorl_lib.theory.formulas` defines them.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import pandas as pd
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
-from brorl_lib import theory
+from brorl_lib.theory import formulas as theory
 from brorl_lib.rlvr.sampling import generate
 from brorl_lib.rlvr.tasks import Instance, score
-from brorl_lib.validation import check_int, check_int_list, check_positive
+from brorl_lib.core.validation import check_int, check_int_list, check_positive
 
 R_CORRECT, R_WRONG = 1.0, -1.0  # the simulator's rewards (paper §4.1)
 

@@ -11,7 +11,7 @@ from transformers.utils import logging as hf_logging
 
 hf_logging.disable_progress_bar()  # checkpoints are saved often; their progress bars would drown the run's own
 
-from brorl_lib.validation import check_int
+from brorl_lib.core.validation import check_int
 
 
 @dataclass(frozen=True)

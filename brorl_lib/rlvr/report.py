@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from brorl_lib import stats
-from brorl_lib.config import NotebookConfig
-from brorl_lib.paths import REPO_ROOT
+from brorl_lib.core import stats
+from brorl_lib.core.params import NotebookConfig
+from brorl_lib.core.paths import REPO_ROOT
 from brorl_lib.rlvr import experiment as ex
 from brorl_lib.rlvr import mass_balance
 from brorl_lib.rlvr.model import TinyModelShape
-from brorl_lib.validation import check_int_list, check_type
+from brorl_lib.core.validation import check_int_list, check_type
 
 HEADS, KV_HEADS = 4, 2  # our choice for every model size: grouped-query attention as in Qwen2
 

@@ -15,12 +15,12 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
-from brorl_lib import atomic
+from brorl_lib.core import atomic
 from brorl_lib.rlvr import model as tiny
 from brorl_lib.rlvr.sampling import generate
 from brorl_lib.rlvr.step import StepSettings, rl_step
 from brorl_lib.rlvr.tasks import Instance, score
-from brorl_lib.validation import check_int, check_positive
+from brorl_lib.core.validation import check_int, check_positive
 
 CHECKPOINT = "checkpoint"
 METRICS = "metrics.csv"

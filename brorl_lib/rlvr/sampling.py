@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
-from brorl_lib.validation import check_int, check_positive
+from brorl_lib.core.validation import check_int, check_positive
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerFast
 from brorl_lib.rlvr import algorithm as alg
 from brorl_lib.rlvr.sampling import Rollouts, generate
 from brorl_lib.rlvr.tasks import Instance, score
-from brorl_lib.validation import check_int, check_positive
+from brorl_lib.core.validation import check_int, check_positive
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from functools import cache
 
 import reasoning_gym
 
-from brorl_lib.validation import check_choice, check_int
+from brorl_lib.core.validation import check_choice, check_int
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 from brorl_lib.rlvr.sampling import encode_prompts, positions
 from brorl_lib.rlvr.tasks import Instance
-from brorl_lib.validation import check_int, check_positive
+from brorl_lib.core.validation import check_int, check_positive
 
 IGNORE = -100  # label of positions that carry no loss (transformers' convention)
 

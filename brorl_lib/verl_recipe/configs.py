@@ -24,7 +24,7 @@ import pandas as pd
 import yaml
 
 from brorl_lib.rlvr.algorithm import scaled_learning_rate
-from brorl_lib.validation import check_choice, check_int, check_positive
+from brorl_lib.core.validation import check_choice, check_int, check_positive
 
 # The paper's arms (§4.2.1): rollouts per prompt N and prompts per RL step.
 PAPER_ARMS: dict[str, tuple[int, int]] = {"prorl": (16, 512), "brorl": (512, 128)}

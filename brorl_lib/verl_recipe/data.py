@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from brorl_lib import atomic
-from brorl_lib.validation import check_int
+from brorl_lib.core import atomic
+from brorl_lib.core.validation import check_int
 from brorl_lib.verl_recipe.codec import encode_entry
 from brorl_lib.verl_recipe.tasks import available_tasks
 

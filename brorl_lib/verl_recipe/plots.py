@@ -5,9 +5,9 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from brorl_lib import paper
-from brorl_lib.paper_plots import ARM_COLOURS, PAPER_FIG1_HOURS
-from brorl_lib.plotting import new_figure
+from brorl_lib.paper import reported as paper
+from brorl_lib.paper.plots import ARM_COLOURS, PAPER_FIG1_HOURS
+from brorl_lib.core.plotting import new_figure
 
 NO_RUNS = "no runs under data/runs/verl: reported values only"
 

@@ -16,10 +16,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from brorl_lib import atomic, paper
-from brorl_lib.config import NotebookConfig
-from brorl_lib.paths import BUILD_DIR, REPO_ROOT
-from brorl_lib.validation import check_choice, check_int, check_positive, check_type
+from brorl_lib.core import atomic
+from brorl_lib.paper import reported as paper
+from brorl_lib.core.params import NotebookConfig
+from brorl_lib.core.paths import BUILD_DIR, REPO_ROOT
+from brorl_lib.core.validation import check_choice, check_int, check_positive, check_type
 from brorl_lib.verl_recipe import configs, data, launch, logs, rewards
 from brorl_lib.verl_recipe.codec import decode_entry
 from brorl_lib.verl_recipe.tasks import FIGURE4_TASKS
@@ -312,7 +313,7 @@ def table1_beside_paper(runs: list[logs.RunLog]) -> pd.DataFrame:
 
 def figure1_points(runs: list[logs.RunLog]) -> pd.DataFrame:
     """Score against hours per arm and domain: Table 1 (reported) and every run's validations."""
-    from brorl_lib.paper_report import figure1_data
+    from brorl_lib.paper.report import figure1_data
 
     rows = [figure1_data().assign(source="reported")]
     for run in runs:

@@ -6,9 +6,9 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from brorl_lib import atomic
-from brorl_lib.artifacts import Saved, check_artifact, record_artifact
-from brorl_lib.paths import output_dir
+from brorl_lib.core import atomic
+from brorl_lib.core.artifacts import Saved, check_artifact, record_artifact
+from brorl_lib.core.paths import output_dir
 
 # Okabe & Ito (2008) colour-blind safe palette, black last.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]

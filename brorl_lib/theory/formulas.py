@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import stats
 
-from brorl_lib.validation import check_choice, check_int, check_positive, check_range
+from brorl_lib.core.validation import check_choice, check_int, check_positive, check_range
 
 LOGIT_FAMILIES = ("zipf", "uniform")
 UNIFORM_LOGIT_HALF_WIDTH = 3.0  # our choice: "uniform" logits are i.i.d. Uniform(-3, 3)

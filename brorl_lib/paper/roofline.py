@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from brorl_lib.validation import check_int, check_positive, check_range
+from brorl_lib.core.validation import check_int, check_positive, check_range
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,10 @@ from dataclasses import dataclass, fields
 import numpy as np
 import pandas as pd
 
-from brorl_lib import paper_setup
-from brorl_lib.config import NotebookConfig
-from brorl_lib.simulator import SimSettings, simulate
-from brorl_lib.validation import check_int, check_int_list
+from brorl_lib.paper import setup as paper_setup
+from brorl_lib.core.params import NotebookConfig
+from brorl_lib.simulator.engine import SimSettings, simulate
+from brorl_lib.core.validation import check_int, check_int_list
 
 # Figure 3's published axes (paper-notes §2.4), and our reading of how far a curve may go beyond
 # the outermost tick before it would have needed another one.

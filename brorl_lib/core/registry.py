@@ -6,7 +6,7 @@ import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from brorl_lib.paths import NOTEBOOKS_DIR
+from brorl_lib.core.paths import NOTEBOOKS_DIR
 
 
 @dataclass(frozen=True)
@@ -31,19 +31,19 @@ NOTEBOOKS: tuple[NotebookSpec, ...] = (
     NotebookSpec(
         name="01_theory",
         title="Theorem 1 (symbolic + numeric), Lemma 2, Corollary 3, Figure 2, sign map, pass@k",
-        config="brorl_lib.theory_report:TheoryConfig",
+        config="brorl_lib.theory.report:TheoryConfig",
         timeout_s=900,
     ),
     NotebookSpec(
         name="02_simulator",
         title="Figure 3 at paper scale, the N sweep, the unstated choices, Theorem 1 per step",
-        config="brorl_lib.simulator_report:SimulatorConfig",
+        config="brorl_lib.simulator.report:SimulatorConfig",
         timeout_s=1800,
     ),
     NotebookSpec(
         name="03_paper_tables",
         title="Tables 1-5 and Figure 1 from reported numbers; models of Table 2; the t-test",
-        config="brorl_lib.paper_report:PaperTablesConfig",
+        config="brorl_lib.paper.report:PaperTablesConfig",
         data_files=("data/paper/*",),
         timeout_s=600,
     ),

@@ -1,6 +1,6 @@
 """Tables 3, 4 and 5 with the paper's reported rows and a reproduced row per evaluated checkpoint.
 
-Every row carries ``source``: "reported" (copied from the paper, ``brorl_lib.paper.load``) or
+Every row carries ``source``: "reported" (copied from the paper, ``brorl_lib.paper.reported.load``) or
 "reproduced" (recomputed here from per-instance results). Values are percentages as in the paper.
 A reproduced row's ``method`` is the checkpoint label; its N / B / Steps come from ``row_ids`` when
 given (e.g. ``{"brorl": {"method": "BroRL (released)", "n_rollouts": 512, "prompts_per_step": 128}}``),
@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from brorl_lib import paper
+from brorl_lib.paper import reported as paper
 from brorl_lib.evaluation import results as res
-from brorl_lib.evaluation.benchmarks import GROUPS
+from brorl_lib.evaluation.datasets import GROUPS
 from brorl_lib.evaluation.metrics import column_scores
 from brorl_lib.evaluation.protocol import SamplingParams
 
@@ -107,9 +107,9 @@ def provenance(results_dir: str | Path, domain: str) -> str:
 
 def save_paper_tables_with_reproduced(results_dir: str | Path, row_ids: Mapping[str, Mapping] | None = None,
                                       suffix: str = "_evaluated") -> list:
-    """Write the three tables with ``brorl_lib.tables.save_table`` as ``<table><suffix>`` (.md/.tex/.csv),
+    """Write the three tables with ``brorl_lib.core.table_files.save_table`` as ``<table><suffix>`` (.md/.tex/.csv),
     each with the provenance of its reproduced rows; the ``source`` column labels every row."""
-    from brorl_lib.tables import save_table
+    from brorl_lib.core.table_files import save_table
 
     saved = []
     for name, table in paper_tables_with_reproduced(results_dir, row_ids).items():

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import yaml
 
-from brorl_lib.paths import PARAMS_DIR
-from brorl_lib.registry import NotebookSpec, get_notebook
+from brorl_lib.core.paths import PARAMS_DIR
+from brorl_lib.core.registry import NotebookSpec, get_notebook
 
 PROFILE_KEYS = {"extends", "description", "notebooks"}
 NOTEBOOK_KEYS = {"parameters", "timeout_s"}

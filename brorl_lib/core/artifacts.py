@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from brorl_lib.paths import output_dir
-from brorl_lib.validation import check_choice
+from brorl_lib.core.paths import output_dir
+from brorl_lib.core.validation import check_choice
 
 PROVENANCE = {
     "reported": "reported: numbers copied from the paper",

@@ -6,11 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from brorl_lib import manifest
-from brorl_lib.paths import FIGURES_DIR
-from brorl_lib.pipeline import NotebookFailed, refresh_notebook, run_notebook
-from brorl_lib.profiles import available_profiles, parse_override, plan_run
-from brorl_lib.registry import NOTEBOOKS, get_notebook
+from brorl_lib.core import manifest
+from brorl_lib.core.paths import FIGURES_DIR
+from brorl_lib.core.pipeline import NotebookFailed, refresh_notebook, run_notebook
+from brorl_lib.core.profiles import available_profiles, parse_override, plan_run
+from brorl_lib.core.registry import NOTEBOOKS, get_notebook
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -21,8 +21,9 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from brorl_lib import paper_setup, theory
-from brorl_lib.validation import check_choice, check_int, check_int_list, check_positive, check_range, check_type
+from brorl_lib.paper import setup as paper_setup
+from brorl_lib.theory import formulas as theory
+from brorl_lib.core.validation import check_choice, check_int, check_int_list, check_positive, check_range, check_type
 
 UPDATE_RULES = ("paper", "theorem")
 WORST_DROP_MODES = ("step", "running")

@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from brorl_lib.plotting import PALETTE, new_figure
+from brorl_lib.core.plotting import PALETTE, new_figure
 
 ARM_COLOURS = {"ProRL": PALETTE[1], "BroRL": PALETTE[0]}
 PAPER_FIG1_HOURS = 140  # Figure 1's x-axis ends at 140 h (paper-notes §5)

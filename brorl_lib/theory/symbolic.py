@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from brorl_lib.validation import check_int
+from brorl_lib.core.validation import check_int
 
 CLASSES = ("A", "B", "U_pos", "U_neg")
 

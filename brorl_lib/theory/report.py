@@ -8,9 +8,10 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from brorl_lib import paper_setup, theory
-from brorl_lib.config import NotebookConfig
-from brorl_lib.validation import check_int, check_int_list, check_positive
+from brorl_lib.paper import setup as paper_setup
+from brorl_lib.theory import formulas as theory
+from brorl_lib.core.params import NotebookConfig
+from brorl_lib.core.validation import check_int, check_int_list, check_positive
 
 # Our choices for the grids of the figures (not from the paper).
 LEMMA2_PROBABILITIES = (0.001, 0.01, 0.1)

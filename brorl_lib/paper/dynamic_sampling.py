@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import optimize, special
 
-from brorl_lib.validation import check_positive, check_range
+from brorl_lib.core.validation import check_positive, check_range
 
 
 def _check_n(n) -> np.ndarray:

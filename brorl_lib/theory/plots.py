@@ -8,8 +8,8 @@ import pandas as pd
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.patches import Patch
 
-from brorl_lib import paper_setup
-from brorl_lib.plotting import PALETTE, new_figure
+from brorl_lib.paper import setup as paper_setup
+from brorl_lib.core.plotting import PALETTE, new_figure
 
 CLASS_ORDER = ("sampled correct", "sampled incorrect", "unsampled correct", "unsampled incorrect")
 CLASS_COLOURS = dict(zip(CLASS_ORDER, (PALETTE[2], PALETTE[3], PALETTE[2], PALETTE[3])))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from brorl_lib import atomic
-from brorl_lib.artifacts import PROVENANCE, Saved, check_artifact, record_artifact
-from brorl_lib.paths import output_dir
+from brorl_lib.core import atomic
+from brorl_lib.core.artifacts import PROVENANCE, Saved, check_artifact, record_artifact
+from brorl_lib.core.paths import output_dir
 
 
 def save_table(

@@ -7,7 +7,7 @@ import hashlib
 import numpy as np
 import pandas as pd
 
-from brorl_lib.paths import REPO_ROOT
+from brorl_lib.core.paths import REPO_ROOT
 
 DATA_DIR = REPO_ROOT / "data" / "paper"
 ID_COLUMNS = ["method", "n_rollouts", "prompts_per_step", "steps"]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import nbformat
 
-from brorl_lib.paths import LIB_DIR, REPO_ROOT
-from brorl_lib.registry import NotebookSpec
+from brorl_lib.core.paths import LIB_DIR, REPO_ROOT
+from brorl_lib.core.registry import NotebookSpec
 
 PACKAGE = LIB_DIR.name
 

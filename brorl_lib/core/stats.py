@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from brorl_lib.validation import check_choice, check_int
+from brorl_lib.core.validation import check_choice, check_int
 
 
 def p_value_from_t(t: float, n: int) -> dict[str, float]:

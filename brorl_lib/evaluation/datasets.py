@@ -44,8 +44,8 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
-from brorl_lib.paper import CODE_COLUMNS, MATH_COLUMNS, RG_COLUMNS
-from brorl_lib.validation import check_choice, check_int
+from brorl_lib.paper.reported import CODE_COLUMNS, MATH_COLUMNS, RG_COLUMNS
+from brorl_lib.core.validation import check_choice, check_int
 
 DOMAINS = ("math", "code", "reasoning_gym")
 LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet")
@@ -183,7 +183,7 @@ def _rg_instances(bench: Benchmark, per_task: int, tasks: Sequence[str] | None) 
 
 _RG_CHILD = """
 import pickle, sys
-from brorl_lib.evaluation import benchmarks as b
+from brorl_lib.evaluation import datasets as b
 items = b._rg_generate(b.BENCHMARKS[sys.argv[1]], int(sys.argv[2]), sys.argv[4:])
 with open(sys.argv[3], "wb") as fh:
     pickle.dump(items, fh)
@@ -314,7 +314,7 @@ def _load_hf(bench: Benchmark) -> list[dict]:
             f"benchmark {bench.name!r}: could not load the Hugging Face data set {src.dataset_id!r} "
             f"(split {src.split!r}): {type(e).__name__}: {e}. Supply a local copy instead: "
             f"--data {bench.name}=PATH on the command line, or data={{'{bench.name}': PATH}} in Python "
-            f"(JSONL, JSON or parquet; fields in brorl_lib/evaluation/benchmarks.py)") from e
+            f"(JSONL, JSON or parquet; fields in brorl_lib/evaluation/datasets.py)") from e
     return [dict(r) for r in ds]
 
 

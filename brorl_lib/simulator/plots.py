@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from brorl_lib.plotting import PALETTE, new_figure
+from brorl_lib.core.plotting import PALETTE, new_figure
 
 PANELS = (
     ("correct_mass", "Correct prob. mass vs steps", "Probability mass"),

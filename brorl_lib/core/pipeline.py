@@ -20,11 +20,12 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from brorl_lib import atomic, manifest
-from brorl_lib.artifacts import read_record
-from brorl_lib.hashing import input_hashes, sha256_file
-from brorl_lib.paths import BUILD_DIR, FIGURES_DIR, OUTPUT_DIR_ENV, REPO_ROOT
-from brorl_lib.profiles import Plan
+from brorl_lib.core import atomic
+from brorl_lib.core import manifest
+from brorl_lib.core.artifacts import read_record
+from brorl_lib.core.hashing import input_hashes, sha256_file
+from brorl_lib.core.paths import BUILD_DIR, FIGURES_DIR, OUTPUT_DIR_ENV, REPO_ROOT
+from brorl_lib.core.profiles import Plan
 
 KERNEL = "python3"
 STATE_FILE = BUILD_DIR / "state.json"

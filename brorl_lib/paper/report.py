@@ -7,10 +7,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from brorl_lib import dynamic_sampling as ds
-from brorl_lib import paper, roofline
-from brorl_lib.config import NotebookConfig
-from brorl_lib.validation import check_int, check_positive, check_range
+from brorl_lib.paper import dynamic_sampling as ds
+from brorl_lib.paper import reported as paper
+from brorl_lib.paper import roofline
+from brorl_lib.core.params import NotebookConfig
+from brorl_lib.core.validation import check_int, check_positive, check_range
 
 # Column headers as printed in the paper.
 HEADERS = {

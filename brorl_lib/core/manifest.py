@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from brorl_lib import atomic
-from brorl_lib.hashing import input_hashes, sha256_file
-from brorl_lib.registry import get_notebook
+from brorl_lib.core import atomic
+from brorl_lib.core.hashing import input_hashes, sha256_file
+from brorl_lib.core.registry import get_notebook
 
 MANIFEST_FILE = "MANIFEST.json"
 SCHEMA = 1
