@@ -8,7 +8,7 @@ PROFILE ?= paper
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export PYTHONHASHSEED := 0
 
-.PHONY: reproduce test unit nbval lab notebooks status lock clean install
+.PHONY: reproduce test lint unit nbval lab notebooks status lock clean install
 
 install: $(STAMP)
 
@@ -25,11 +25,31 @@ $(STAMP): pyproject.toml requirements.lock
 reproduce: $(STAMP)
 	$(BIN)/python -m brorl_lib reproduce --profile $(PROFILE)
 
-## Unit tests, then the committed notebooks re-executed and checked by nbval.
-test: unit nbval
+## Lint, unit tests, then the committed notebooks re-executed and checked by nbval.
+test: lint unit nbval
 
-unit: $(STAMP)
+## ruff: lint rules and formatting (configured in pyproject.toml)
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+unit: $(STAMP) sandbox-deps
 	$(BIN)/python -m pytest -q tests
+
+## bubblewrap, the code sandbox's isolation: found, else installed (apt-get as root or via sudo), else named.
+.PHONY: sandbox-deps
+sandbox-deps:
+	@command -v bwrap >/dev/null || { \
+	  if command -v apt-get >/dev/null && { [ "$$(id -u)" = 0 ] || sudo -n true 2>/dev/null; }; then \
+	    sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	    $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap \
+	      || { $$sudo apt-get update -q && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap; }; \
+	  else \
+	    echo "The code sandbox needs bubblewrap (bwrap): install the package 'bubblewrap'," \
+	         "e.g. sudo apt-get install bubblewrap (Debian/Ubuntu) or sudo dnf install bubblewrap (Fedora)" >&2; \
+	    exit 1; \
+	  fi; }
+	@bwrap --version
 
 nbval: $(STAMP)
 	$(BIN)/python -m pytest -q --nbval-lax --nbval-current-env notebooks

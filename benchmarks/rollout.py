@@ -1,8 +1,8 @@
 """Generation throughput of the tiny model at N=16 and N=512 rollouts per prompt, equal total samples.
 
 Both shapes run on the same model in the same process; the KV cache of each prompt is shared by its
-N rollouts. Prints samples/s, tokens/s and the N=512 / N=16 ratio (the paper reports 72.4 / 36.5 =
-1.98x on H100s with a 1.5B model). Usage:
+N rollouts. Prints samples/s, tokens/s and the N=512 / N=16 ratio beside the paper's (Table 2, on H100s
+with a 1.5B model, read from data/paper). Usage:
 
     .venv/bin/python benchmarks/rollout.py [--total-samples 8192] [--max-new-tokens 16] [--device cpu]
 """
@@ -14,12 +14,13 @@ import time
 
 import torch
 
+from brorl_lib.paper import reported as paper
 from brorl_lib.rlvr import tasks
 from brorl_lib.rlvr.model import TinyModelShape, build_model
 from brorl_lib.rlvr.sampling import generate
 from brorl_lib.rlvr.tokenizer import build_tokenizer
 
-PAPER_RATIO = 72.4 / 36.5
+PAPER_RATIO = paper.table2_throughput_ratio()  # Table 2: BroRL / ProRL samples/s
 
 
 def measure(model, tokenizer, prompts: list[str], n: int, max_new_tokens: int, repeats: int) -> dict[str, float]:
@@ -45,8 +46,10 @@ def main() -> None:
     tokenizer = build_tokenizer()
     model = build_model(TinyModelShape(), tokenizer, seed=0).to(args.device).eval()
     train, _ = tasks.make_split("spell_backward", 2, args.total_samples // 16, 1, seed=0)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device={args.device}, "
-          f"{args.total_samples} samples per shape, up to {args.max_new_tokens} new tokens")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, device={args.device}, "
+        f"{args.total_samples} samples per shape, up to {args.max_new_tokens} new tokens"
+    )
     results = {}
     for n in (16, 512):
         count = args.total_samples // n  # cycle through the prompts so both shapes make exactly the same total
@@ -54,7 +57,10 @@ def main() -> None:
         measure(model, tokenizer, prompts[:2], n, args.max_new_tokens, 1)  # warm-up
         results[n] = measure(model, tokenizer, prompts, n, args.max_new_tokens, args.repeats)
         r = results[n]
-        print(f"N={n:>4} x {len(prompts):>4} prompts: {r['samples_per_s']:9.1f} samples/s  {r['tokens_per_s']:10.1f} tokens/s")
+        print(
+            f"N={n:>4} x {len(prompts):>4} prompts: {r['samples_per_s']:9.1f} samples/s  "
+            f"{r['tokens_per_s']:10.1f} tokens/s"
+        )
     ratio = results[512]["samples_per_s"] / results[16]["samples_per_s"]
     print(f"ratio N=512 / N=16: {ratio:.2f}x (paper, 1.5B model on H100s: {PAPER_RATIO:.2f}x)")
 

@@ -56,21 +56,25 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = ap.parse_args()
     settings = SimSettings(steps=args.steps, dtype=args.dtype, device=args.device)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, V={settings.vocab_size}, "
-          f"dtype={args.dtype}, device={args.device}, {args.steps} steps per measurement")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, V={settings.vocab_size}, "
+        f"dtype={args.dtype}, device={args.device}, {args.steps} steps per measurement"
+    )
     print(f"{'N':>7} {'torch steps/s':>14} {'numpy steps/s':>14} {'speed-up':>9}")
     numpy_total = 0.0
     for n in paper_setup.SIM_ROLLOUT_SIZES:
         simulate(settings, [n], [0], progress=False)  # warm-up
-        t_torch = timed(lambda: simulate(settings, [n], [0], progress=False))
-        t_numpy = timed(lambda: numpy_run(settings, n, 0, args.steps))
+        t_torch = timed(lambda n=n: simulate(settings, [n], [0], progress=False))
+        t_numpy = timed(lambda n=n: numpy_run(settings, n, 0, args.steps))
         numpy_total += t_numpy
         print(f"{n:>7} {args.steps / t_torch:>14.1f} {args.steps / t_numpy:>14.1f} {t_numpy / t_torch:>8.1f}x")
     full = SimSettings(dtype=args.dtype, device=args.device)
     t_full = timed(lambda: simulate(full, list(paper_setup.SIM_ROLLOUT_SIZES), [0, 1, 2], progress=False))
     numpy_full = numpy_total * 3 * full.steps / args.steps
-    print(f"Figure 3 at paper scale (5 N x 3 seeds x {full.steps} steps): torch {t_full:.1f} s, "
-          f"numpy (extrapolated from the rows above) {numpy_full:.1f} s, speed-up {numpy_full / t_full:.1f}x")
+    print(
+        f"Figure 3 at paper scale (5 N x 3 seeds x {full.steps} steps): torch {t_full:.1f} s, "
+        f"numpy (extrapolated from the rows above) {numpy_full:.1f} s, speed-up {numpy_full / t_full:.1f}x"
+    )
 
 
 if __name__ == "__main__":

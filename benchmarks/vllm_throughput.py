@@ -29,24 +29,33 @@ import tempfile
 import time
 from pathlib import Path
 
-from brorl_lib.paper import reported as paper
 from brorl_lib.evaluation.protocol import TEMPERATURE, TOP_P
+from brorl_lib.paper import reported as paper
 
 EXIT_NO_VLLM = 3
-ARMS = (16, 512)  # samples per prompt of the ProRL and BroRL arms (paper §4.2.1)
+ARMS = tuple(n for n, _ in paper.arm_shapes().values())  # samples per prompt of the ProRL and BroRL arms (Table 1)
 RG_TASKS = ("basic_arithmetic", "countdown", "spell_backward", "word_sequence_reversal", "family_relationships")
 PROMPT_SEED = 12345  # our choice: which Reasoning Gym questions serve as prompts
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="exit status: 0 measured, 2 bad arguments, 3 no vLLM or no CUDA GPU")
+    ap = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="exit status: 0 measured, 2 bad arguments, 3 no vLLM or no CUDA GPU",
+    )
     ap.add_argument("--model", required=True, help="local Hugging Face folder or hub id")
     ap.add_argument("--revision", default=None)
     ap.add_argument("--shapes", choices=["equal-samples", "paper-step"], default="equal-samples")
-    ap.add_argument("--total-samples", type=int, default=2048, help="equal-samples: responses per arm (a multiple of 512)")
-    ap.add_argument("--prompt-scale", type=float, default=0.125, help="paper-step: fraction of Table 1's prompts per step")
-    ap.add_argument("--response-tokens", type=int, default=2048, help="tokens per response (our default; the paper gives none)")
+    ap.add_argument(
+        "--total-samples", type=int, default=2048, help="equal-samples: responses per arm (a multiple of 512)"
+    )
+    ap.add_argument(
+        "--prompt-scale", type=float, default=0.125, help="paper-step: fraction of Table 1's prompts per step"
+    )
+    ap.add_argument(
+        "--response-tokens", type=int, default=2048, help="tokens per response (our default; the paper gives none)"
+    )
     ap.add_argument("--prefix-caching", choices=["on", "off", "both"], default="both")
     ap.add_argument("--repeats", type=int, default=1, help="timed runs per shape; the fastest is kept")
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.9)
@@ -56,7 +65,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.shapes == "equal-samples" and (args.total_samples < 512 or args.total_samples % 512):
-        ap.error(f"--total-samples {args.total_samples}: must be a positive multiple of 512 (both arms make the same samples)")
+        ap.error(
+            f"--total-samples {args.total_samples}: must be a positive multiple of 512 "
+            "(both arms make the same samples)"
+        )
     if args.child and args.json is None:
         ap.error("--child needs --json")
     if not 0 < args.prompt_scale <= 1:
@@ -82,8 +94,7 @@ def shapes(args: argparse.Namespace) -> list[tuple[int, int]]:
 
 def paper_throughput() -> dict[int, float]:
     """N -> the paper's generation throughput in samples/s (Table 2)."""
-    t2 = paper.load("table2_efficiency")
-    return dict(zip(t2["n_rollouts"].astype(int), t2["generation_throughput_samples_per_s"].astype(float)))
+    return paper.table2_throughput()
 
 
 def missing_requirement() -> str | None:
@@ -101,18 +112,25 @@ def missing_requirement() -> str | None:
 
 def format_results(rows: list[dict], paper_rates: dict[int, float]) -> str:
     """A line per (prefix caching, N), then the N=512 / N=16 ratio per caching setting beside the paper's."""
-    lines = [f"{'prefix caching':>14} {'N':>4} {'prompts':>8} {'samples':>8} {'wall s':>9} {'samples/s':>10} {'tokens/s':>11}"]
+    lines = [
+        f"{'prefix caching':>14} {'N':>4} {'prompts':>8} {'samples':>8} {'wall s':>9} "
+        f"{'samples/s':>10} {'tokens/s':>11}"
+    ]
     for r in rows:
-        lines.append(f"{'on' if r['prefix_caching'] else 'off':>14} {r['n']:>4} {r['prompts']:>8} {r['samples']:>8} "
-                     f"{r['wall_s']:>9.2f} {r['samples_per_s']:>10.1f} {r['tokens_per_s']:>11.0f}")
+        lines.append(
+            f"{'on' if r['prefix_caching'] else 'off':>14} {r['n']:>4} {r['prompts']:>8} {r['samples']:>8} "
+            f"{r['wall_s']:>9.2f} {r['samples_per_s']:>10.1f} {r['tokens_per_s']:>11.0f}"
+        )
     lo, hi = ARMS
     paper_ratio = paper_rates[hi] / paper_rates[lo]
     for caching in (True, False):
         rate = {r["n"]: r["samples_per_s"] for r in rows if r["prefix_caching"] == caching}
         if lo in rate and hi in rate:
-            lines.append(f"prefix caching {'on' if caching else 'off'}: N={hi} / N={lo} = {rate[hi] / rate[lo]:.2f}x "
-                         f"(paper, Table 2: {paper_rates[hi]} / {paper_rates[lo]} samples/s = {paper_ratio:.2f}x, "
-                         f"1.5B model, 64 H100s, training rollouts)")
+            lines.append(
+                f"prefix caching {'on' if caching else 'off'}: N={hi} / N={lo} = {rate[hi] / rate[lo]:.2f}x "
+                f"(paper, Table 2: {paper_rates[hi]} / {paper_rates[lo]} samples/s = {paper_ratio:.2f}x, "
+                f"1.5B model, 64 H100s, training rollouts)"
+            )
     return "\n".join(lines)
 
 
@@ -123,7 +141,9 @@ def prompt_ids(tokenizer, count: int) -> list[list[int]]:
     from brorl_lib.evaluation.datasets import rg_prompt
 
     per_task = -(-count // len(RG_TASKS))
-    questions = [e["question"] for t in RG_TASKS for e in reasoning_gym.create_dataset(t, size=per_task, seed=PROMPT_SEED)]
+    questions = [
+        e["question"] for t in RG_TASKS for e in reasoning_gym.create_dataset(t, size=per_task, seed=PROMPT_SEED)
+    ]
     return [encode_prompt(tokenizer, rg_prompt(q)) for q in questions[:count]]
 
 
@@ -134,17 +154,31 @@ def measure(args: argparse.Namespace, caching: bool) -> list[dict]:
     from brorl_lib.evaluation.backends import load_tokenizer
 
     arm_shapes = shapes(args)
-    llm_kwargs = dict(model=args.model, revision=args.revision, seed=args.seed, enable_prefix_caching=caching,
-                      gpu_memory_utilization=args.gpu_memory_utilization)
+    llm_kwargs = dict(
+        model=args.model,
+        revision=args.revision,
+        seed=args.seed,
+        enable_prefix_caching=caching,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+    )
     tokenizer = load_tokenizer(args.model, args.revision)
     prompts = prompt_ids(tokenizer, max(p for _, p in arm_shapes))
     llm_kwargs["max_model_len"] = args.max_model_len or max(map(len, prompts)) + args.response_tokens
     llm = vllm.LLM(**llm_kwargs)
     rows = []
     for n, count in arm_shapes:
-        params = vllm.SamplingParams(n=n, temperature=TEMPERATURE, top_p=TOP_P, max_tokens=args.response_tokens,
-                                     min_tokens=args.response_tokens, ignore_eos=True, seed=args.seed)
-        llm.generate([{"prompt_token_ids": prompts[0]}], vllm.SamplingParams(n=2, max_tokens=8), use_tqdm=False)  # warm-up
+        params = vllm.SamplingParams(
+            n=n,
+            temperature=TEMPERATURE,
+            top_p=TOP_P,
+            max_tokens=args.response_tokens,
+            min_tokens=args.response_tokens,
+            ignore_eos=True,
+            seed=args.seed,
+        )
+        llm.generate(
+            [{"prompt_token_ids": prompts[0]}], vllm.SamplingParams(n=2, max_tokens=8), use_tqdm=False
+        )  # warm-up
         best = None  # (wall seconds, tokens generated)
         for _ in range(args.repeats):
             if caching:
@@ -155,8 +189,17 @@ def measure(args: argparse.Namespace, caching: bool) -> list[dict]:
             tokens = sum(len(o.token_ids) for req in out for o in req.outputs)
             best = (wall, tokens) if best is None or wall < best[0] else best
         samples = n * count
-        rows.append({"prefix_caching": caching, "n": n, "prompts": count, "samples": samples, "wall_s": best[0],
-                     "samples_per_s": samples / best[0], "tokens_per_s": best[1] / best[0]})
+        rows.append(
+            {
+                "prefix_caching": caching,
+                "n": n,
+                "prompts": count,
+                "samples": samples,
+                "wall_s": best[0],
+                "samples_per_s": samples / best[0],
+                "tokens_per_s": best[1] / best[0],
+            }
+        )
     return rows
 
 
@@ -171,17 +214,21 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps(measure(args, args.prefix_caching == "on")))
         return 0
     rows: list[dict] = []
-    for setting in (["on", "off"] if args.prefix_caching == "both" else [args.prefix_caching]):
+    for setting in ["on", "off"] if args.prefix_caching == "both" else [args.prefix_caching]:
         # one vLLM engine per process: an engine does not reliably give the GPU back within a process
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "rows.json"
-            subprocess.run([sys.executable, __file__, *argv, "--prefix-caching", setting, "--json", str(out), "--child"],
-                           check=True)
+            subprocess.run(
+                [sys.executable, __file__, *argv, "--prefix-caching", setting, "--json", str(out), "--child"],
+                check=True,
+            )
             rows += json.loads(out.read_text())
     if args.json is not None:
         args.json.write_text(json.dumps(rows, indent=1))
-    print(f"model {args.model}{'@' + args.revision if args.revision else ''}, {args.response_tokens} tokens per "
-          f"response, shapes {args.shapes}")
+    print(
+        f"model {args.model}{'@' + args.revision if args.revision else ''}, {args.response_tokens} tokens per "
+        f"response, shapes {args.shapes}"
+    )
     print(format_results(rows, paper_throughput()))
     return 0
 

@@ -5,6 +5,7 @@ import importlib.util
 import pytest
 
 from brorl_lib.core.paths import REPO_ROOT
+from brorl_lib.paper import reported as paper
 from brorl_lib.simulator.engine import SimSettings, simulate
 
 
@@ -20,15 +21,23 @@ def test_numpy_baseline_matches_torch_simulator():
     settings = SimSettings(vocab_size=200, n_correct=20, steps=60, lr=1e-2)
     numpy_mass = bench.numpy_run(settings, n=20000, seed=0, steps=60)
     torch_mass = simulate(settings, [20000], [0], progress=False)["correct_mass"].iloc[-1]
-    start = simulate(SimSettings(vocab_size=200, n_correct=20, steps=1), [4], [0], progress=False)["correct_mass"].iloc[0]
+    start = simulate(SimSettings(vocab_size=200, n_correct=20, steps=1), [4], [0], progress=False)["correct_mass"].iloc[
+        0
+    ]
     assert torch_mass - start > 0.05  # both moved a lot, and to the same place (different random draws)
     assert numpy_mass == pytest.approx(torch_mass, abs=2e-3)
 
 
 def test_vllm_throughput_arguments_and_shapes():
     bench = load("vllm_throughput")
-    for bad in (["--total-samples", "1000"], ["--prompt-scale", "0"], ["--response-tokens", "0"],
-                ["--gpu-memory-utilization", "1.5"], ["--prefix-caching", "maybe"], ["--shapes", "paper-step", "--prompt-scale", "0.001"]):
+    for bad in (
+        ["--total-samples", "1000"],
+        ["--prompt-scale", "0"],
+        ["--response-tokens", "0"],
+        ["--gpu-memory-utilization", "1.5"],
+        ["--prefix-caching", "maybe"],
+        ["--shapes", "paper-step", "--prompt-scale", "0.001"],
+    ):
         with pytest.raises(SystemExit) as exc:
             bench.parse_args(["--model", "m", *bad])
         assert exc.value.code == 2
@@ -43,11 +52,23 @@ def test_vllm_throughput_formatting_uses_the_papers_table2():
 
     bench = load("vllm_throughput")
     rates = bench.paper_throughput()
-    assert rates == {16: 36.5, 512: 72.4}
-    rows = [{"prefix_caching": c, "n": n, "prompts": p, "samples": 1024, "wall_s": 1024 / r, "samples_per_s": r,
-             "tokens_per_s": 1000 * r} for c, (n, p, r) in itertools.product((True, False), [(16, 64, 50.0), (512, 2, 125.0)])]
+    table2 = paper.load("table2_efficiency")
+    assert rates == dict(zip(table2["n_rollouts"], table2["generation_throughput_samples_per_s"]))
+    rows = [
+        {
+            "prefix_caching": c,
+            "n": n,
+            "prompts": p,
+            "samples": 1024,
+            "wall_s": 1024 / r,
+            "samples_per_s": r,
+            "tokens_per_s": 1000 * r,
+        }
+        for c, (n, p, r) in itertools.product((True, False), [(16, 64, 50.0), (512, 2, 125.0)])
+    ]
     text = bench.format_results(rows, rates)
-    assert text.count("N=512 / N=16 = 2.50x") == 2 and "72.4 / 36.5 samples/s = 1.98x" in text
+    paper_line = f"{rates[512]} / {rates[16]} samples/s = {paper.table2_throughput_ratio():.2f}x"
+    assert text.count("N=512 / N=16 = 2.50x") == 2 and paper_line in text
     assert "prefix caching on" in text and "prefix caching off" in text
 
 

@@ -23,14 +23,22 @@ def draw(seed=0):
 
 def test_same_data_gives_same_bytes(out_dir):
     fig, data = draw()
-    first = {p.name: p.read_bytes() for p in save_figure(fig, "walk", provenance="reproduced", data=data, caption="c").files}
+    first = {
+        p.name: p.read_bytes() for p in save_figure(fig, "walk", provenance="reproduced", data=data, caption="c").files
+    }
     fig2, data2 = draw()
-    second = {p.name: p.read_bytes() for p in save_figure(fig2, "walk", provenance="reproduced", data=data2, caption="c").files}
+    second = {
+        p.name: p.read_bytes()
+        for p in save_figure(fig2, "walk", provenance="reproduced", data=data2, caption="c").files
+    }
     assert set(first) == {"walk.pdf", "walk.png", "walk.csv"}
     assert first == second
     assert b"CreationDate" not in first["walk.pdf"]
     fig3, data3 = draw(seed=1)
-    third = {p.name: p.read_bytes() for p in save_figure(fig3, "walk", provenance="reproduced", data=data3, caption="c").files}
+    third = {
+        p.name: p.read_bytes()
+        for p in save_figure(fig3, "walk", provenance="reproduced", data=data3, caption="c").files
+    }
     assert third["walk.png"] != first["walk.png"]
 
 
@@ -41,7 +49,12 @@ def test_figure_is_stamped_and_recorded(out_dir):
     stamps = [t.get_text() for t in fig.texts]
     assert stamps == ["[scaled-down]"]  # stamped once, even when saved twice
     assert read_record(out_dir) == [
-        {"name": "walk", "files": ["walk.pdf", "walk.png", "walk.csv"], "provenance": "scaled-down", "caption": "a walk"}
+        {
+            "name": "walk",
+            "files": ["walk.pdf", "walk.png", "walk.csv"],
+            "provenance": "scaled-down",
+            "caption": "a walk",
+        }
     ]
 
 

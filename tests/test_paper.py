@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from brorl_lib.paper import dynamic_sampling as ds
-from brorl_lib.paper import reported as paper
-from brorl_lib.paper import report as paper_report
-from brorl_lib.paper import roofline
 from brorl_lib.core import stats
+from brorl_lib.paper import dynamic_sampling as ds
+from brorl_lib.paper import report as paper_report
+from brorl_lib.paper import reported as paper
+from brorl_lib.paper import roofline
 
 
 def test_checksums_and_schemas():
@@ -44,7 +44,7 @@ def test_averages_match_the_paper_rounding_except_reasoning_gym():
     checks = paper.domain_average_checks()
     assert (checks["math_reported"] - checks["math_recomputed"]).abs().max() <= 0.01
     assert (checks["code_reported"] - checks["code_recomputed"]).abs().max().round(9) <= 0.005
-    assert checks["rg_gap"].between(0.6, 1.51).all()  # paper-notes §3.3: +0.61 to +1.51
+    assert checks["rg_gap"].between(0.6, 1.51).all()  # docs/reading-the-paper.md#consistency-checks: +0.61 to +1.51
 
 
 def test_sample_accounting_reproduces_table2_pass_rates():
@@ -62,7 +62,11 @@ def test_side_by_side_puts_reproduced_next_to_reported():
     assert list(out.columns) == ["method", "score (reported)", "score (reproduced)", "time (reported)"]
     assert out.set_index("method").loc["B", "score (reproduced)"] == 2.5
     assert np.isnan(out.set_index("method").loc["C", "score (reported)"])
-    assert list(paper.side_by_side(reported, None, ["method"]).columns) == ["method", "score (reported)", "time (reported)"]
+    assert list(paper.side_by_side(reported, None, ["method"]).columns) == [
+        "method",
+        "score (reported)",
+        "time (reported)",
+    ]
     with pytest.raises(ValueError, match="not in the reported table"):
         paper.side_by_side(reported, reproduced.assign(extra=1), ["method"])
 
@@ -120,8 +124,8 @@ def test_roofline_by_hand():
 
 def test_arm_throughput_and_concurrency_cap():
     model, hw = roofline.ModelShape(), roofline.Hardware()
-    short = roofline.arm_throughput(roofline.Arm("BroRL", 512, 128), model, hw, 1024, 256, True)
-    long = roofline.arm_throughput(roofline.Arm("BroRL", 512, 128), model, hw, 1024, 16384, True)
+    short = roofline.arm_throughput(roofline.ThroughputArm("BroRL", 512, 128), model, hw, 1024, 256, True)
+    long = roofline.arm_throughput(roofline.ThroughputArm("BroRL", 512, 128), model, hw, 1024, 16384, True)
     assert short["concurrency_per_gpu"] == 1024 and long["concurrency_per_gpu"] < 1024  # KV memory binds
     assert short["samples_per_s"] > long["samples_per_s"]
     with pytest.raises(ValueError, match="sequences"):
@@ -142,12 +146,21 @@ def test_t_test_from_reported_and_on_data():
 
 
 def test_report_config_and_outputs():
-    good = dict(prompt_len=1024, response_len=4096, gpus=64, peak_tflops=989.4, bandwidth_tbs=3.35, memory_gb=80.0,
-                memory_utilization=0.9, max_rollouts=4096, ttest_pairs=10000)
+    good = dict(
+        prompt_len=1024,
+        response_len=4096,
+        gpus=64,
+        peak_tflops=989.4,
+        bandwidth_tbs=3.35,
+        memory_gb=80.0,
+        memory_utilization=0.9,
+        max_rollouts=4096,
+        ttest_pairs=10000,
+    )
     cfg = paper_report.PaperTablesConfig(**good)
     table = paper_report.throughput_table(cfg)
     assert set(table["response_len"]) >= {256, 4096, 16384} and (table["ratio"] >= 1).all()
-    points = paper_report.figure1_data()
+    points = paper.figure1_data()
     assert points.groupby(["method", "domain"]).size().tolist() == [4, 4, 4, 3, 3, 3]
     for field, value in (("response_len", 0), ("memory_utilization", 1.5), ("gpus", 0), ("max_rollouts", 1)):
         with pytest.raises(ValueError, match=field):

@@ -7,9 +7,7 @@ import nbformat
 import pandas as pd
 import pytest
 
-from brorl_lib.core import hashing
-from brorl_lib.core import manifest
-from brorl_lib.core import pipeline
+from brorl_lib.core import hashing, manifest, pipeline
 from brorl_lib.core.params import NotebookConfig
 from brorl_lib.core.paths import REPO_ROOT
 from brorl_lib.core.profiles import Plan, load_profile, plan_run
@@ -94,8 +92,15 @@ def test_timeout_kills_the_run(tiny):
 def test_library_files_follow_imports():
     code = "from brorl_lib.theory import report as tr\n%matplotlib inline"
     files = {p.relative_to(REPO_ROOT).as_posix() for p in hashing.library_files([code])}
-    expected = {"theory/report.py", "theory/formulas.py", "paper/setup.py", "core/params.py", "core/validation.py",
-                "theory/__init__.py", "__init__.py"}
+    expected = {
+        "theory/report.py",
+        "theory/formulas.py",
+        "paper/setup.py",
+        "core/params.py",
+        "core/validation.py",
+        "theory/__init__.py",
+        "__init__.py",
+    }
     assert {f"brorl_lib/{name}" for name in expected} <= files
     assert "brorl_lib/core/pipeline.py" not in files and "brorl_lib/core/plotting.py" not in files
 
@@ -105,13 +110,24 @@ def test_status_reports_each_kind_of_staleness(tmp_path):
     hashes = hashing.input_hashes(spec, {})
     (tmp_path / "a.csv").write_text("x\n1\n")
     (tmp_path / "b.csv").write_text("x\n2\n")
-    entry = {"notebook": "01_theory", "parameters": {}, "input_hash": hashes["input"],
-             "inputs": {k: v for k, v in hashes.items() if k != "input"}}
-    man = {"schema": 1, "artifacts": {
-        "a.csv": {**entry, "sha256": hashing.sha256_file(tmp_path / "a.csv")},
-        "b.csv": {**entry, "sha256": hashing.sha256_file(tmp_path / "b.csv"), "inputs": {**entry["inputs"], "library": "old"}},
-        "c.csv": {**entry, "sha256": "0"},
-    }}
+    entry = {
+        "notebook": "01_theory",
+        "parameters": {},
+        "input_hash": hashes["input"],
+        "inputs": {k: v for k, v in hashes.items() if k != "input"},
+    }
+    man = {
+        "schema": 1,
+        "artifacts": {
+            "a.csv": {**entry, "sha256": hashing.sha256_file(tmp_path / "a.csv")},
+            "b.csv": {
+                **entry,
+                "sha256": hashing.sha256_file(tmp_path / "b.csv"),
+                "inputs": {**entry["inputs"], "library": "old"},
+            },
+            "c.csv": {**entry, "sha256": "0"},
+        },
+    }
     manifest.save(tmp_path, man)
     assert manifest.stale(tmp_path) == [("b.csv", "inputs changed: library"), ("c.csv", "file is missing")]
     (tmp_path / "a.csv").write_text("x\n3\n")
@@ -119,7 +135,9 @@ def test_status_reports_each_kind_of_staleness(tmp_path):
 
 
 def test_profiles_extend_and_reject_unknown_keys(tmp_path):
-    (tmp_path / "base.yaml").write_text("notebooks:\n  01_theory:\n    timeout_s: 5\n    parameters: {seed: 1, eta: 0.1}\n")
+    (tmp_path / "base.yaml").write_text(
+        "notebooks:\n  01_theory:\n    timeout_s: 5\n    parameters: {seed: 1, eta: 0.1}\n"
+    )
     (tmp_path / "child.yaml").write_text("extends: base\nnotebooks:\n  01_theory:\n    parameters: {seed: 2}\n")
     assert load_profile("child", tmp_path) == {"01_theory": {"parameters": {"seed": 2, "eta": 0.1}, "timeout_s": 5}}
     (tmp_path / "bad.yaml").write_text("notebooks:\n  01_theory:\n    params: {}\n")

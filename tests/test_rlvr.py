@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
+from brorl_lib.paper import setup as paper_setup
 from brorl_lib.rlvr import algorithm as alg
 from brorl_lib.rlvr import model as tiny
 from brorl_lib.rlvr import tasks, warm_start
@@ -103,7 +104,7 @@ def test_verl_pieces_by_hand():
     loss, metrics = alg.policy_loss(lp, lp, adv, mask, 0.2, 0.28, rollout_n=4)
     assert float(loss) == pytest.approx(-float(adv.mean()), abs=1e-6)  # ratio 1: token-mean of -A
     assert metrics["actor/pg_clipfrac"] == 0
-    assert alg.scaled_learning_rate(1e-6, 512 * 16, 128 * 512) == pytest.approx(1e-6 * 8**0.5)
+    assert paper_setup.scaled_learning_rate(1e-6, 512 * 16, 128 * 512) == pytest.approx(1e-6 * 8**0.5)
     with pytest.raises(ValueError, match="advantage_estimator"):
         alg.advantages("ppo", rewards, mask, group)
 
@@ -139,8 +140,16 @@ def test_arm_resumes_bit_for_bit(tok, model, tmp_path):
 
     train, test = tasks.make_split("spell_backward", 1, 100, 8, seed=0)
     tiny.save(model, tok, tmp_path / "start")
-    settings = ArmSettings(name="arm", step=StepSettings(n_rollouts=4, max_new_tokens=6), prompts_per_step=2, lr=1e-3,
-                           sample_budget=48, eval_every=2, checkpoint_every=2, seed=5)
+    settings = ArmSettings(
+        name="arm",
+        step=StepSettings(n_rollouts=4, max_new_tokens=6),
+        prompts_per_step=2,
+        lr=1e-3,
+        sample_budget=48,
+        eval_every=2,
+        checkpoint_every=2,
+        seed=5,
+    )
     kwargs = dict(eval_samples=2, eval_temperature=1.0, progress=False)
     whole = run_arm(tmp_path / "start", train, test, settings, tmp_path / "whole", **kwargs)
     first = run_arm(tmp_path / "start", train, test, settings, tmp_path / "cut", max_steps=4, **kwargs)
@@ -159,11 +168,31 @@ def test_arm_resumes_bit_for_bit(tok, model, tmp_path):
 
 
 QUICK_EXPERIMENT = dict(
-    task_names=("spell_backward", "arithmetic"), difficulties=(1, 1), n_train=60, n_test=6, warm_start_steps=20,
-    warm_start_lr=3e-3, phase1_prompts=2, phase1_max_steps=4, plateau_patience=5, plateau_tol=0.0,
-    arm_rollouts=(16, 32), arm_prompts=1, sample_budget=128, base_lr=1e-3, mini_batches=2, temperature=1.0,
-    max_new_tokens=6, eval_samples=2, eval_temperature=0.6, eval_every=2, eval_points=2, theory_prompts=2,
-    theory_samples=64, theory_batches=4)
+    task_names=("spell_backward", "arithmetic"),
+    difficulties=(1, 1),
+    n_train=60,
+    n_test=6,
+    warm_start_steps=20,
+    warm_start_lr=3e-3,
+    phase1_prompts=2,
+    phase1_max_steps=4,
+    plateau_patience=5,
+    plateau_tol=0.0,
+    arm_rollouts=(16, 32),
+    arm_prompts=1,
+    sample_budget=128,
+    base_lr=1e-3,
+    mini_batches=2,
+    temperature=1.0,
+    max_new_tokens=6,
+    eval_samples=2,
+    eval_temperature=0.6,
+    eval_every=2,
+    eval_points=2,
+    theory_prompts=2,
+    theory_samples=64,
+    theory_batches=4,
+)
 
 
 @pytest.fixture(scope="module")
@@ -180,17 +209,27 @@ def test_experiment_runs_both_phases_at_equal_budgets_and_resumes(experiment_run
 
     settings, runs, first = experiment_run
     assert ex.prompts_for(settings, 16) == 4 and ex.prompts_for(settings, 32) == 1
-    assert first.groupby("arm")["samples"].max().to_dict() == {"phase 1": 128, "N=16": 128, "N=32": 128,
-                                                               "N=32 base lr": 128}
+    assert first.groupby("arm")["samples"].max().to_dict() == {
+        "phase 1": 128,
+        "N=16": 128,
+        "N=32": 128,
+        "N=32 base lr": 128,
+    }
     # square-root rule: 32 x 1 samples per step against 16 x 4; the ablation arm keeps the base rate
     assert first.groupby("arm")["lr"].first().to_dict() == pytest.approx(
-        {"phase 1": 1e-3, "N=16": 1e-3, "N=32": 1e-3 * 0.5**0.5, "N=32 base lr": 1e-3})
+        {"phase 1": 1e-3, "N=16": 1e-3, "N=32": 1e-3 * 0.5**0.5, "N=32 base lr": 1e-3}
+    )
     assert first.groupby("arm")["step"].max().to_dict() == {"phase 1": 4, "N=16": 2, "N=32": 4, "N=32 base lr": 4}
     assert first[first.arm == "phase 1"]["step"].max() == 4  # max steps reached before any plateau
     assert json.loads((runs / "seed0" / "phase1" / "phase1_done.json").read_text()) == {"step": 4, "plateau": False}
     # eval_points=2: each arm is evaluated at its start, half-way and at its end
     assert first[first.arm == "N=32"].dropna(subset=["test_score"])["step"].tolist() == [0, 2, 4]
-    for folder in ("phase1", "arm_N16", "arm_N32", "arm_N32_base_lr"):  # finished arms need no checkpoint to be read back
+    for folder in (
+        "phase1",
+        "arm_N16",
+        "arm_N32",
+        "arm_N32_base_lr",
+    ):  # finished arms need no checkpoint to be read back
         shutil.rmtree(runs / "seed0" / folder / "checkpoint")
     again = ex.run(settings, [0], runs, progress=False, base_lr_rollouts=(32,))  # all finished: nothing re-runs
     timing = ["elapsed_s", "generation_s"]
@@ -200,17 +239,20 @@ def test_experiment_runs_both_phases_at_equal_budgets_and_resumes(experiment_run
         ex.run(ex.ExperimentSettings(**{**QUICK_EXPERIMENT, "base_lr": 2e-3}), [0], runs, progress=False)
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"arm_rollouts": (1,)}, "arm_rollouts item=1"),
-    ({"task_names": ("chess", "arithmetic")}, "task_names item"),
-    ({"difficulties": (1,)}, "one level per task"),
-    ({"difficulties": (1, 7)}, "difficulty of arithmetic=7"),
-    ({"arm_prompts": 0}, "arm_prompts=0"),
-    ({"sample_budget": 96}, "must be a multiple of the N=16 arm's samples per step \\(64\\)"),
-    ({"arm_rollouts": (16, 32, 32)}, "names an N twice"),
-    ({"n_train": 300}, "too few distinct instances"),
-    ({"device": "tpu"}, "device='tpu'"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"arm_rollouts": (1,)}, "arm_rollouts item=1"),
+        ({"task_names": ("chess", "arithmetic")}, "task_names item"),
+        ({"difficulties": (1,)}, "one level per task"),
+        ({"difficulties": (1, 7)}, "difficulty of arithmetic=7"),
+        ({"arm_prompts": 0}, "arm_prompts=0"),
+        ({"sample_budget": 96}, "must be a multiple of the N=16 arm's samples per step \\(64\\)"),
+        ({"arm_rollouts": (16, 32, 32)}, "names an N twice"),
+        ({"n_train": 300}, "too few distinct instances"),
+        ({"device": "tpu"}, "device='tpu'"),
+    ],
+)
 def test_experiment_rejects_bad_settings_before_work(change, message, tmp_path):
     from brorl_lib.rlvr import experiment as ex
 
@@ -245,8 +287,8 @@ def test_report_tables_from_a_run(experiment_run):
 
 
 def test_theorem1_on_real_batches(experiment_run):
-    from brorl_lib.theory import formulas as theory
     from brorl_lib.rlvr import mass_balance, report
+    from brorl_lib.theory import formulas as theory
 
     _, runs, _ = experiment_run
     supports, _, summary = report.theory_tables(runs, [0])
@@ -279,11 +321,13 @@ def test_notebook_config_rejects_bad_parameters_by_name():
     defaults = {k: ast.literal_eval(v["default"]) for k, v in papermill.inspect_notebook(str(spec.path)).items()}
     cfg = LaptopRLVRConfig(**defaults)
     assert cfg.settings().model.hidden == defaults["hidden_size"] and cfg.runs_path().is_absolute()
-    for change, message in [({"arm_rollouts": [32, 512]}, "must include the baseline N=16"),
-                            ({"seeds": [0, 0]}, "repeats a seed"),
-                            ({"tasks": "spell_backward"}, "tasks='spell_backward' is not allowed"),
-                            ({"hidden_size": 130}, "hidden=130 must be a multiple of heads=4"),
-                            ({"runs_dir": " "}, "runs_dir is empty")]:
+    for change, message in [
+        ({"arm_rollouts": [32, 512]}, "must include the baseline N=16"),
+        ({"seeds": [0, 0]}, "seeds=\\[0, 0\\] is not allowed: 0 is listed twice"),
+        ({"tasks": "spell_backward"}, "tasks='spell_backward' is not allowed"),
+        ({"hidden_size": 130}, "hidden_size=130 is not allowed: must be a multiple of 4"),
+        ({"runs_dir": " "}, "runs_dir=' ' is not allowed: expected a non-empty string"),
+    ]:
         with pytest.raises(ValueError, match=message):
             LaptopRLVRConfig(**{**defaults, **change})
 
@@ -291,8 +335,16 @@ def test_notebook_config_rejects_bad_parameters_by_name():
 def test_phase1_stops_at_the_plateau_and_a_resumed_phase1_checks_first(tmp_path):
     from brorl_lib.rlvr import experiment as ex
 
-    settings = ex.ExperimentSettings(**{**QUICK_EXPERIMENT, "arm_rollouts": (16,), "plateau_patience": 1,
-                                        "plateau_tol": 1.0, "theory_prompts": 1, "theory_samples": 8})
+    settings = ex.ExperimentSettings(
+        **{
+            **QUICK_EXPERIMENT,
+            "arm_rollouts": (16,),
+            "plateau_patience": 1,
+            "plateau_tol": 1.0,
+            "theory_prompts": 1,
+            "theory_samples": 8,
+        }
+    )
     ex.run(settings, [0], tmp_path, progress=False)
     done = tmp_path / "seed0" / "phase1" / "phase1_done.json"
     assert json.loads(done.read_text()) == {"step": 2, "plateau": True}  # no gain of 1.0 after one evaluation

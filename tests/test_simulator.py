@@ -56,8 +56,10 @@ def test_rules_coincide_without_repeats_and_with_balanced_rewards():
     theorem = sim.surrogate_gradient(p, counts, rewards, n, centred=False, distinct=True)
     torch.testing.assert_close(paper, theorem, rtol=0, atol=0)
     counts[0, 0] = 2.0  # a repeated draw: the rules now differ
-    assert not torch.allclose(sim.surrogate_gradient(p, counts, rewards, n + 1, True, False),
-                              sim.surrogate_gradient(p, counts, rewards, n + 1, False, True))
+    assert not torch.allclose(
+        sim.surrogate_gradient(p, counts, rewards, n + 1, True, False),
+        sim.surrogate_gradient(p, counts, rewards, n + 1, False, True),
+    )
 
 
 def test_step0_metrics_by_hand():
@@ -140,9 +142,14 @@ def test_random_correct_tokens_and_anchor_options():
 @pytest.mark.parametrize(
     "kwargs, name",
     [
-        (dict(n_correct=128_000), "n_correct"), (dict(n_correct=0), "n_correct"), (dict(lr=0.0), "lr"),
-        (dict(steps=0), "steps"), (dict(update_rule="sgd"), "update_rule"), (dict(dtype="float16"), "dtype"),
-        (dict(worst_drop="min"), "worst_drop"), (dict(weight_decay=-0.1), "weight_decay"),
+        (dict(n_correct=128_000), "n_correct"),
+        (dict(n_correct=0), "n_correct"),
+        (dict(lr=0.0), "lr"),
+        (dict(steps=0), "steps"),
+        (dict(update_rule="sgd"), "update_rule"),
+        (dict(dtype="float16"), "dtype"),
+        (dict(worst_drop="min"), "worst_drop"),
+        (dict(weight_decay=-0.1), "weight_decay"),
     ],
 )
 def test_bad_settings_name_the_parameter(kwargs, name):

@@ -6,10 +6,29 @@ import pytest
 from brorl_lib.simulator import report as sr
 
 QUICK = dict(
-    seeds=[0], rollouts=[4, 64], steps=30, vocab_size=400, n_correct=40, lr=1e-3, weight_decay=0.01, beta1=0.9,
-    beta2=0.999, adam_eps=1e-8, seeded_init=True, anchor_correct=False, anchor_frozen=False, correct_tokens="first",
-    worst_drop="step", sweep_rollouts=[2, 16], sweep_seeds=[0, 1], sweep_steps=20, theory_rollouts=[8],
-    theory_steps=10, variant_rollouts=[4], dtype="float64", device="cpu",
+    seeds=[0],
+    rollouts=[4, 64],
+    steps=30,
+    vocab_size=400,
+    n_correct=40,
+    lr=1e-3,
+    weight_decay=0.01,
+    beta1=0.9,
+    beta2=0.999,
+    adam_eps=1e-8,
+    seeded_init=True,
+    anchor_correct=False,
+    anchor_frozen=False,
+    correct_tokens="first",
+    worst_drop="step",
+    sweep_rollouts=[2, 16],
+    sweep_seeds=[0, 1],
+    sweep_steps=20,
+    theory_rollouts=[8],
+    theory_steps=10,
+    variant_rollouts=[4],
+    dtype="float64",
+    device="cpu",
 )
 
 
@@ -23,8 +42,18 @@ def test_config_builds_settings_and_labels_provenance():
 
 @pytest.mark.parametrize(
     "field, value",
-    [("rollouts", [0]), ("seeds", []), ("steps", 0), ("n_correct", 400), ("lr", -1.0), ("sweep_steps", 0),
-     ("theory_rollouts", []), ("device", "tpu"), ("dtype", "half"), ("correct_tokens", "last")],
+    [
+        ("rollouts", [0]),
+        ("seeds", []),
+        ("steps", 0),
+        ("n_correct", 400),
+        ("lr", -1.0),
+        ("sweep_steps", 0),
+        ("theory_rollouts", []),
+        ("device", "tpu"),
+        ("dtype", "half"),
+        ("correct_tokens", "last"),
+    ],
 )
 def test_config_rejects_bad_values_by_name(field, value):
     with pytest.raises(ValueError, match=field):
@@ -48,8 +77,13 @@ def test_studies_run_and_summaries_are_consistent():
 
 
 def test_smallest_n_without_drop_and_shape():
-    summary = pd.DataFrame({"N": [2, 8, 32, 128], "worst_drop_over_run_min": [-1e-5, 0.0, -1e-9, 0.0],
-                            "correct_mass_mean": [0.60, 0.62, 0.63, 0.635]})
+    summary = pd.DataFrame(
+        {
+            "N": [2, 8, 32, 128],
+            "worst_drop_over_run_min": [-1e-5, 0.0, -1e-9, 0.0],
+            "correct_mass_mean": [0.60, 0.62, 0.63, 0.635],
+        }
+    )
     assert sr.smallest_n_without_drop(summary) == 128  # 8 has no drop, but 32 does again
     assert sr.smallest_n_without_drop(summary.assign(worst_drop_over_run_min=-1.0)) is None
     assert sr.smallest_n_without_drop(summary.assign(worst_drop_min=[-1.0, 0.0, 0.0, 0.0]), "worst_drop_min") == 8

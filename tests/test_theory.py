@@ -113,14 +113,16 @@ def test_corollary3_is_sum_of_lemma2_and_decreases():
     assert (np.diff(total) < 0).all()
     mask = np.arange(500) % 3 == 0
     np.testing.assert_allclose(
-        theory.expected_unsampled_moment(p, ns, mask) + theory.expected_unsampled_moment(p, ns, ~mask), total, rtol=1e-12
+        theory.expected_unsampled_moment(p, ns, mask) + theory.expected_unsampled_moment(p, ns, ~mask),
+        total,
+        rtol=1e-12,
     )
 
 
 def test_pass_at_k_increases_in_q():
     q = np.linspace(0, 1, 11)
-    assert (np.diff(theory.pass_at_k(q, 8)) > 0).all()
-    assert theory.pass_at_k(0.5, 1) == pytest.approx(0.5)
+    assert (np.diff(theory.pass_at_k_from_mass(q, 8)) > 0).all()
+    assert theory.pass_at_k_from_mass(0.5, 1) == pytest.approx(0.5)
 
 
 @pytest.mark.parametrize(

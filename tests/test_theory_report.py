@@ -3,12 +3,21 @@ import dataclasses
 import numpy as np
 import pytest
 
-from brorl_lib.theory import symbolic as theory_symbolic
 from brorl_lib.theory import report as tr
+from brorl_lib.theory import symbolic as theory_symbolic
 
 SMALL = dict(
-    seed=0, n_instances=40, vocab_sizes=[10, 1000, 128000], rollout_sizes=[1, 16, 512], eta=1e-3,
-    r_correct=1.0, r_wrong=-1.0, mc_trials=20000, example_vocab_size=30, example_n_correct=9, example_n_rollouts=8,
+    seed=0,
+    n_instances=40,
+    vocab_sizes=[10, 1000, 128000],
+    rollout_sizes=[1, 16, 512],
+    eta=1e-3,
+    r_correct=1.0,
+    r_wrong=-1.0,
+    mc_trials=20000,
+    example_vocab_size=30,
+    example_n_correct=9,
+    example_n_rollouts=8,
 )
 
 
@@ -75,10 +84,21 @@ def test_lemma2_and_corollary3_studies():
 @pytest.mark.parametrize(
     "field, value",
     [
-        ("n_instances", 0), ("vocab_sizes", [1, 10]), ("vocab_sizes", []), ("rollout_sizes", [0]),
-        ("eta", 0.0), ("eta", -1e-3), ("r_correct", -1.0), ("r_wrong", 0.5), ("mc_trials", 10),
-        ("example_n_correct", 0), ("example_n_correct", 30), ("example_n_rollouts", 0), ("seed", -1),
-        ("n_instances", 2.5), ("seed", True),
+        ("n_instances", 0),
+        ("vocab_sizes", [1, 10]),
+        ("vocab_sizes", []),
+        ("rollout_sizes", [0]),
+        ("eta", 0.0),
+        ("eta", -1e-3),
+        ("r_correct", -1.0),
+        ("r_wrong", 0.5),
+        ("mc_trials", 10),
+        ("example_n_correct", 0),
+        ("example_n_correct", 30),
+        ("example_n_rollouts", 0),
+        ("seed", -1),
+        ("n_instances", 2.5),
+        ("seed", True),
     ],
 )
 def test_config_rejects_bad_values_by_name(field, value):

@@ -30,11 +30,33 @@ MATH_RECORDS = [
 def notebook_params(**changes) -> dict:
     """The notebook's defaults (what CI runs), with ``changes``."""
     params = dict(
-        arms=["prorl", "brorl"], prorl_rollouts=16, prorl_prompts_per_step=512, prorl_steps=535, brorl_rollouts=512,
-        brorl_prompts_per_step=128, brorl_steps=191, ppo_mini_batches=4, base_lr=1e-6, temperature=1.2,
-        rg_tasks=list(tasks.DEFAULT_TASKS), rg_train_per_task=8, rg_val_per_task=4, math_dataset="", stem_dataset="",
-        code_dataset="", dataset_train_count=0, dataset_val_count=64, seed=0, nnodes=8, n_gpus_per_node=8,
-        model_path="", work_dir="", run_name="brorl-repro", test_freq=10, save_freq=10, execute=False,
+        arms=["prorl", "brorl"],
+        prorl_rollouts=16,
+        prorl_prompts_per_step=512,
+        prorl_steps=535,
+        brorl_rollouts=512,
+        brorl_prompts_per_step=128,
+        brorl_steps=191,
+        ppo_mini_batches=4,
+        base_lr=1e-6,
+        temperature=1.2,
+        rg_tasks=list(tasks.DEFAULT_TASKS),
+        rg_train_per_task=8,
+        rg_val_per_task=4,
+        math_dataset="",
+        stem_dataset="",
+        code_dataset="",
+        dataset_train_count=0,
+        dataset_val_count=64,
+        seed=0,
+        nnodes=8,
+        n_gpus_per_node=8,
+        model_path="",
+        work_dir="",
+        run_name="brorl-repro",
+        test_freq=10,
+        save_freq=10,
+        execute=False,
     )
     return {**params, **changes}
 
@@ -52,8 +74,12 @@ def arms():
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     root = tmp_path_factory.mktemp("cluster")
-    return configs.Cluster(model_path=str(root / "model"), train_files=(str(root / "train.parquet"),),
-                           val_files=(str(root / "val.parquet"),), checkpoint_dir=str(root / "ckpt"))
+    return configs.Cluster(
+        model_path=str(root / "model"),
+        train_files=(str(root / "train.parquet"),),
+        val_files=(str(root / "val.parquet"),),
+        checkpoint_dir=str(root / "ckpt"),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -149,18 +175,22 @@ def test_reasoning_gym_reward_is_one_for_the_right_answer_and_zero_otherwise(rg_
     for _, r in val.iterrows():
         answer = codec.decode_entry(r.extra_info["entry"])["answer"]
         truth = r.reward_model["ground_truth"]
-        call = lambda text: rewards.compute_score(r.data_source, text, truth, r.extra_info)
+
+        def call(text: str, r=r, truth=truth) -> dict:
+            return rewards.compute_score(r.data_source, text, truth, r.extra_info)
+
         assert call(f"Let me think.\n<answer>{answer}</answer>") == {"score": 1.0, "acc": 1.0}, r.data_source
         wrong = call("<answer>certainly not this</answer>")
         assert wrong["acc"] == 0.0 and wrong["score"] <= 0.05, r.data_source  # some tasks give format credit
         assert call(str(answer)) == {"score": 0.0, "acc": 0.0}  # no <answer> tags: ProRL's format is required
-    assert rewards.extract_answer("<answer>a</answer> then <answer> b </answer>") == "b"
     pf = data.reasoning_gym_rows("prime_factorization", 1, "val", 0)[0]  # its verifier raises on junk: scored 0
     assert rewards.compute_score(pf["data_source"], "<answer>junk</answer>", "", pf["extra_info"])["score"] == 0.0
 
 
 def test_math_reward_uses_verls_scorer_then_math_verify():
-    score = lambda text, gt, mv="inline": rewards.compute_score("math.dsr", text, gt, {}, math_verify=mv)
+    def score(text: str, gt: str, mv: str = "inline") -> dict:
+        return rewards.compute_score("math.dsr", text, gt, {}, math_verify=mv)
+
     assert score(r"... so \boxed{\frac{3}{4}}", r"\frac{3}{4}") == {"score": 1.0, "acc": 1.0}
     assert score(r"... so \boxed{\dfrac34}", r"\frac{3}{4}")["score"] == 1.0  # verl's MATH normaliser
     assert score(r"... so \boxed{0.75}", r"\frac{3}{4}")["score"] == 1.0  # only Math-Verify sees this
@@ -175,8 +205,13 @@ def test_math_reward_uses_verls_scorer_then_math_verify():
 
 
 def test_code_rows_from_a_local_file_and_their_reward_is_the_share_of_tests_passed(tmp_path):
-    records = [{"problem": "Add two integers.", "data_source": "apps",
-                "tests": {"inputs": ["1 2\n", "3 4\n"], "outputs": ["3\n", "7\n"]}}]
+    records = [
+        {
+            "problem": "Add two integers.",
+            "data_source": "apps",
+            "tests": {"inputs": ["1 2\n", "3 4\n"], "outputs": ["3\n", "7\n"]},
+        }
+    ]
     (tmp_path / "code.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     train, _ = data.records_frames(str(tmp_path / "code.jsonl"), "code", 0, 0, SEED, "code_dataset")
     data.check_schema(train)
@@ -185,7 +220,10 @@ def test_code_rows_from_a_local_file_and_their_reward_is_the_share_of_tests_pass
     right = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
     half = "```python\na, b = map(int, input().split())\nprint(3)\n```"
     truth = row.reward_model["ground_truth"]
-    score = lambda text: rewards.compute_score(row.data_source, text, truth, row.extra_info)
+
+    def score(text: str) -> dict:
+        return rewards.compute_score(row.data_source, text, truth, row.extra_info)
+
     assert score(right) == {"score": 1.0, "acc": 1.0}
     assert score(half) == {"score": 0.5, "acc": 0.0}
 
@@ -204,11 +242,18 @@ def test_both_arms_compose_validate_and_differ_exactly_where_they_should(compose
         configs.validate(cfg)  # verl's validate_config
     diff = configs.config_diff(composed).set_index("key")
     assert set(diff.index) == {
-        "data.train_batch_size", "actor_rollout_ref.rollout.n", "actor_rollout_ref.actor.rollout_n",
-        "actor_rollout_ref.ref.rollout_n", "critic.rollout_n",  # interpolations of rollout.n
-        "actor_rollout_ref.actor.ppo_mini_batch_size", "critic.ppo_mini_batch_size",
-        "actor_rollout_ref.actor.optim.lr", "trainer.total_training_steps",
-        "trainer.experiment_name", "actor_rollout_ref.rollout.trace.experiment_name", "trainer.default_local_dir",
+        "data.train_batch_size",
+        "actor_rollout_ref.rollout.n",
+        "actor_rollout_ref.actor.rollout_n",
+        "actor_rollout_ref.ref.rollout_n",
+        "critic.rollout_n",  # interpolations of rollout.n
+        "actor_rollout_ref.actor.ppo_mini_batch_size",
+        "critic.ppo_mini_batch_size",
+        "actor_rollout_ref.actor.optim.lr",
+        "trainer.total_training_steps",
+        "trainer.experiment_name",
+        "actor_rollout_ref.rollout.trace.experiment_name",
+        "trainer.default_local_dir",
     }
     pro, bro = composed["prorl"], composed["brorl"]
     assert (pro.actor_rollout_ref.rollout.n, bro.actor_rollout_ref.rollout.n) == (16, 512)
@@ -234,24 +279,34 @@ def test_unknown_keys_fail_and_the_launch_scripts_extra_keys_compose(arms, clust
     ov = configs.overrides(arms["prorl"], arms["prorl"], cluster)
     with pytest.raises(ConfigCompositionException, match="clip_ratio_hi"):
         configs.compose([*ov, "actor_rollout_ref.actor.clip_ratio_hi=0.3"])
-    extra = ["+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH='/x/logs/segment_000.jsonl'",
-             "+ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH='/repo'"]
+    extra = [
+        "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH='/x/logs/segment_000.jsonl'",
+        "+ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH='/repo'",
+    ]
     env = configs.compose([*ov, *extra]).ray_kwargs.ray_init.runtime_env.env_vars
     assert env.VERL_FILE_LOGGER_PATH == "/x/logs/segment_000.jsonl" and env.PYTHONPATH == "/repo"
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"arms": ["prorl", "dapo"]}, "arm='dapo' is not allowed: choose one of"),
-    ({"brorl_rollouts": 0}, "brorl_rollouts=0 is out of range"),
-    ({"prorl_prompts_per_step": 510},
-     "prorl_prompts_per_step=510 is not allowed: it must be divisible by ppo_mini_batches=4"),
-    ({"ppo_mini_batches": 0}, "ppo_mini_batches=0 is out of range"),
-    ({"base_lr": -1.0}, "base_lr=-1.0 is not allowed"),
-    ({"rg_tasks": ["countdown", "apps"]}, "rg_tasks holds unknown or excluded tasks \\['apps'\\]"),
-    ({"run_name": "my run"}, "run_name='my run' is not allowed"),
-    ({"execute": True}, "model_path='' is not allowed when execute=True"),
-    ({"execute": True, "model_path": "/no/such/model"}, "model_path='/no/such/model' is not allowed when execute=True"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"arms": ["prorl", "dapo"]}, "arms item='dapo' is not allowed: choose one of"),
+        ({"brorl_rollouts": 0}, "brorl_rollouts=0 is out of range"),
+        (
+            {"prorl_prompts_per_step": 510},
+            "prorl_prompts_per_step=510 is not allowed: it must be divisible by ppo_mini_batches=4",
+        ),
+        ({"ppo_mini_batches": 0}, "ppo_mini_batches=0 is out of range"),
+        ({"base_lr": -1.0}, "base_lr=-1.0 is out of range"),
+        ({"rg_tasks": ["countdown", "apps"]}, "rg_tasks holds unknown or excluded tasks \\['apps'\\]"),
+        ({"run_name": "my run"}, "run_name='my run' is not allowed"),
+        ({"execute": True}, "model_path='' is not allowed when execute=True"),
+        (
+            {"execute": True, "model_path": "/no/such/model"},
+            "model_path='/no/such/model' is not allowed when execute=True",
+        ),
+    ],
+)
 def test_bad_parameters_raise_before_any_work(changes, message):
     with pytest.raises(ValueError, match=message):
         report.VerlTrainingConfig(**notebook_params(**changes))
@@ -277,27 +332,37 @@ def test_launch_script_resumes_into_a_fresh_log_segment_each_time(arms, cluster,
     text = launch.script_text(arms["brorl"], cluster, ov, arm_dir, repo)
     for o in ov:
         assert shlex.quote(o) in text
-    for needed in ("trainer.resume_mode=auto", "trainer.nnodes=8", "trainer.n_gpus_per_node=8", "-m verl.trainer.main_ppo",
-                   "actor_rollout_ref.rollout.n=512", "VERL_FILE_LOGGER_PATH", "segment_%03d.jsonl"):
+    for needed in (
+        "trainer.resume_mode=auto",
+        "trainer.nnodes=8",
+        "trainer.n_gpus_per_node=8",
+        "-m verl.trainer.main_ppo",
+        "actor_rollout_ref.rollout.n=512",
+        "VERL_FILE_LOGGER_PATH",
+        "segment_%03d.jsonl",
+    ):
         assert needed in text
     script = tmp_path / "launch.sh"
     script.write_text(text)
     # a stand-in interpreter records what it was given, and writes a log line as verl's file logger would
     fake = tmp_path / "fake_python.sh"
-    fake.write_text('#!/usr/bin/env bash\nprintf "%s\\n" "$@" > "$VERL_FILE_LOGGER_PATH.args"\n'
-                    'echo \'{"step": 1, "data": {}}\' > "$VERL_FILE_LOGGER_PATH"\necho "python ran"\n')
+    fake.write_text(
+        '#!/usr/bin/env bash\nprintf "%s\\n" "$@" > "$VERL_FILE_LOGGER_PATH.args"\n'
+        'echo \'{"step": 1, "data": {}}\' > "$VERL_FILE_LOGGER_PATH"\necho "python ran"\n'
+    )
     fake.chmod(0o755)
     lines = []
     env = {**os.environ, "PYTHON": str(fake)}
     for _ in range(2):
-        out = subprocess.run(["bash", str(script), "trainer.total_training_steps=3"], env=env, capture_output=True,
-                             text=True, check=True)
+        out = subprocess.run(
+            ["bash", str(script), "trainer.total_training_steps=3"], env=env, capture_output=True, text=True, check=True
+        )
         lines += out.stdout.splitlines()
     assert sorted(p.name for p in (arm_dir / "logs").glob("*.jsonl")) == ["segment_000.jsonl", "segment_001.jsonl"]
     args = (arm_dir / "logs" / "segment_001.jsonl.args").read_text().splitlines()
     assert args[:2] == ["-m", "verl.trainer.main_ppo"] and args[-1] == "trainer.total_training_steps=3"
     assert f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH='{arm_dir}/logs/segment_001.jsonl'" in args
-    assert args[2:2 + len(ov)] == ov
+    assert args[2 : 2 + len(ov)] == ov
     assert "python ran" in (arm_dir / "console.log").read_text() and any("segment 1" in ln for ln in lines)
 
 
@@ -315,16 +380,26 @@ def _log_segment(path, records, monkeypatch):
 
 def _train(step_s, evicted, surplus=0, score=0.5):
     """A training step's record; like verl (v1/replay_buffer.py), the filter_groups counts only when non-zero."""
-    counts = {"training/filter_groups/evicted_samples": evicted,
-              "training/filter_groups/discarded_surplus_samples": surplus}
-    return {"timing_s/step": step_s, **{k: v for k, v in counts.items() if v}, "critic/score/mean": score,
-            "training/global_step": 0}
+    counts = {
+        "training/filter_groups/evicted_samples": evicted,
+        "training/filter_groups/discarded_surplus_samples": surplus,
+    }
+    return {
+        "timing_s/step": step_s,
+        **{k: v for k, v in counts.items() if v},
+        "critic/score/mean": score,
+        "training/global_step": 0,
+    }
 
 
 def _val(math_acc, rg_acc, rg_score):
-    return {"val-core/math.dsr/acc/mean@16": math_acc, "val-aux/math.dsr/score/mean@16": math_acc,
-            "val-core/reasoning_gym.countdown/acc/mean@16": rg_acc,
-            "val-aux/reasoning_gym.countdown/score/mean@16": rg_score, "val-aux/num_turns/mean": 1.0}
+    return {
+        "val-core/math.dsr/acc/mean@16": math_acc,
+        "val-aux/math.dsr/score/mean@16": math_acc,
+        "val-core/reasoning_gym.countdown/acc/mean@16": rg_acc,
+        "val-aux/reasoning_gym.countdown/score/mean@16": rg_score,
+        "val-aux/num_turns/mean": 1.0,
+    }
 
 
 def test_logs_of_two_segments_become_a_tidy_frame_and_the_papers_tables(composed, tmp_path, monkeypatch, out_dir):
@@ -332,16 +407,28 @@ def test_logs_of_two_segments_become_a_tidy_frame_and_the_papers_tables(composed
     (arm_dir / "logs").mkdir(parents=True)
     (arm_dir / "config.yaml").write_text(configs.to_yaml(composed["brorl"]))
     # segment 0: validation at step 0, steps 1-3 (checkpoint at 2), then a crash
-    _log_segment(arm_dir / "logs" / "segment_000.jsonl", [
-        (0, _val(0.60, 0.20, 0.30)), (1, _train(3600.0, 32)), (2, {**_train(3600.0, 64, 16), **_val(0.62, 0.25, 0.35)}),
-        (3, _train(9999.0, 999)),
-    ], monkeypatch)
+    _log_segment(
+        arm_dir / "logs" / "segment_000.jsonl",
+        [
+            (0, _val(0.60, 0.20, 0.30)),
+            (1, _train(3600.0, 32)),
+            (2, {**_train(3600.0, 64, 16), **_val(0.62, 0.25, 0.35)}),
+            (3, _train(9999.0, 999)),
+        ],
+        monkeypatch,
+    )
     with open(arm_dir / "logs" / "segment_000.jsonl", "a") as fh:
         fh.write('{"step": 4, "data": {"timing_')  # half-written line of the crash
     # segment 1: resumed from step 2 (verl validates again, then redoes step 3, evicting nothing: verl omits the count)
-    _log_segment(arm_dir / "logs" / "segment_001.jsonl", [
-        (2, _val(0.63, 0.25, 0.35)), (3, _train(1800.0, 0)), (4, {**_train(1800.0, 128), **_val(0.66, 0.30, 0.45)}),
-    ], monkeypatch)
+    _log_segment(
+        arm_dir / "logs" / "segment_001.jsonl",
+        [
+            (2, _val(0.63, 0.25, 0.35)),
+            (3, _train(1800.0, 0)),
+            (4, {**_train(1800.0, 128), **_val(0.66, 0.30, 0.45)}),
+        ],
+        monkeypatch,
+    )
     run = logs.read_run(arm_dir)
     assert (run.run, run.arm, run.rollouts, run.prompts_per_step, run.segments) == ("run1", "brorl", 512, 128, 2)
     s = run.steps.set_index("step")
@@ -388,8 +475,11 @@ def test_runs_are_reproduced_only_at_the_papers_steps_and_response_length(compos
         cfg = yaml.safe_load(configs.to_yaml(composed[arm]))
         cfg["data"]["max_response_length"] = response_length
         (arm_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
-        _log_segment(arm_dir / "logs" / "segment_000.jsonl",
-                     [(0, _val(0.6, 0.2, 0.3))] + [(k, _train(60.0, 8)) for k in range(1, steps + 1)], monkeypatch)
+        _log_segment(
+            arm_dir / "logs" / "segment_000.jsonl",
+            [(0, _val(0.6, 0.2, 0.3))] + [(k, _train(60.0, 8)) for k in range(1, steps + 1)],
+            monkeypatch,
+        )
         return logs.read_run(arm_dir)
 
     brorl_191, prorl_535 = arm_run("b191", "brorl", 191), arm_run("p535", "prorl", 535)
@@ -415,9 +505,15 @@ def test_notebook_path_builds_checks_and_writes_both_arms(tmp_path, monkeypatch)
     """What the notebook does with execute=False: data (with math), reward checks, configs and scripts."""
     monkeypatch.setattr(report, "PLAN_DIR", tmp_path / "plan")
     (tmp_path / "dsr.jsonl").write_text("".join(json.dumps(r) + "\n" for r in MATH_RECORDS))
-    cfg = report.VerlTrainingConfig(**notebook_params(rg_tasks=["countdown", "rearc"], rg_train_per_task=2,
-                                                      rg_val_per_task=1, math_dataset=str(tmp_path / "dsr.jsonl"),
-                                                      dataset_val_count=2))
+    cfg = report.VerlTrainingConfig(
+        **notebook_params(
+            rg_tasks=["countdown", "rearc"],
+            rg_train_per_task=2,
+            rg_val_per_task=1,
+            math_dataset=str(tmp_path / "dsr.jsonl"),
+            dataset_val_count=2,
+        )
+    )
     train, val = report.build_data(cfg)
     assert set(val.ability) == {"reasoning_gym", "math"} and len(val) == 4 and len(train) == 2 * 2 + 3
     checks = report.reward_checks(val).set_index("data_source")

@@ -44,7 +44,10 @@ def write_with(target: str | os.PathLike, writer: Callable[[Path], None]) -> Non
         writer(tmp)
 
 
-TMP_SUFFIX, OLD_SUFFIX = ".tmp", ".old"  # the new copy of a folder while it is written; the previous one during the swap
+TMP_SUFFIX, OLD_SUFFIX = (
+    ".tmp",
+    ".old",
+)  # the new copy of a folder while it is written; the previous one during the swap
 
 
 def write_folder(target: str | os.PathLike, fill: Callable[[Path], None]) -> None:

@@ -1,27 +1,280 @@
-"""Base class for a notebook's validated parameters.
+"""A notebook's parameters, declared once.
 
-Each notebook's parameters cell is mirrored by a frozen dataclass whose ``validate`` raises a
-``ValueError`` naming the parameter, the value and what is allowed. The pipeline builds it before
-running anything; the notebook builds it from its own namespace right after the parameters cell.
+Each notebook's parameters are the fields of one frozen dataclass (a ``NotebookConfig``), each declared
+with ``param``: default, one doc line, unit and what is allowed (range, choices, distinct items, ...).
+From that declaration come the notebook's parameters cell (``parameters_cell``; a test keeps the two
+equal), the checks of every profile and ``-p`` override (``Param.parse``, ``Param.coerce``), the help of
+``python -m brorl_lib params`` and ``papermill --help-notebook``, and the range checks that run before
+any work. A check raises a ``ValueError`` that names the parameter as the user wrote it, the value and
+what is allowed; cross-parameter checks live in the class's ``check_together``.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from functools import cache
+from numbers import Integral, Real
+from typing import Any
+
+import yaml
+
+from brorl_lib.core.validation import check_choice, check_finite, check_int, check_positive, check_range, check_type
+
+PARAM_KEY = "brorl_param"  # dataclass field metadata key holding the declaration
+SCALAR_KINDS = ("int", "float", "bool", "str")
+KINDS = (*SCALAR_KINDS, "list[int]", "list[float]", "list[str]")
+
+# Bounds shared by every notebook (our choices, generous for every shipped profile).
+SEED_MAX = 2**31 - 1  # the largest seed every random-number library here takes as a plain integer
+MAX_SEEDS = 100  # seeds per list: a hundred full repeats is far beyond any figure's needs
+MAX_LIST_ITEMS = 100  # items per list of sizes (N grids, vocabulary sizes)
+# A learning rate: below 1e-12 no float32 weight would move; above 1 no optimiser here is stable.
+LEARNING_RATE = {"low": 1e-12, "high": 1.0}
+# A sampling temperature: outside [0.01, 100] the softmax is a hard max or uniform to float32 precision.
+TEMPERATURE = {"low": 0.01, "high": 100.0}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter: what it is, its default, and what is allowed."""
+
+    name: str
+    kind: str  # one of KINDS: int, float, bool, str, list[int], list[float], list[str]
+    default: Any
+    doc: str  # one line: what it means (papermill's help; no '=' and no newline)
+    unit: str = ""  # e.g. "tokens", "TB/s"; empty when the value has none
+    low: Real | None = None  # smallest allowed value (of each item, for lists)
+    high: Real | None = None  # largest allowed value (of each item, for lists)
+    low_open: bool = False  # low itself is not allowed (value > low)
+    multiple_of: int | None = None  # integers: must be a multiple of this
+    choices: tuple = ()  # the allowed values (of each item, for lists)
+    pattern: str = ""  # strings: a regular expression the whole value must match
+    pattern_doc: str = ""  # what ``pattern`` allows, in words (a whole phrase: "a name of letters, ...")
+    nonempty: bool = False  # strings: not empty or blank
+    item_doc: str = ""  # strings: what is allowed, in words, when a check elsewhere knows it (e.g. task names)
+    distinct: bool = False  # lists: no value twice
+    min_items: int = 1  # lists: fewest items
+    max_items: int | None = None  # lists: most items
+
+    # --- what is allowed ---
+    @property
+    def is_list(self) -> bool:
+        return self.kind.startswith("list[")
+
+    @property
+    def item_kind(self) -> str:
+        return self.kind[5:-1] if self.is_list else self.kind
+
+    def _bounds_text(self) -> str:
+        lo, hi = self.low, self.high
+        if self.item_kind == "int":
+            if lo is not None and hi is not None:
+                return f"from {_number(lo)} to {_number(hi)}"
+        elif lo is not None and hi is not None:
+            return f"in {'(' if self.low_open else '['}{_number(lo)}, {_number(hi)}]"
+        if lo is not None:
+            return f"{'>' if self.low_open else '≥'} {_number(lo)}"
+        if hi is not None:
+            return f"≤ {_number(hi)}"
+        return ""
+
+    def _item_text(self, plural: bool) -> str:
+        """What one value (or every list item, ``plural``) may be."""
+        kind = self.item_kind
+        if self.choices:
+            return ("strings, each " if plural else "") + "one of " + ", ".join(_literal(c) for c in self.choices)
+        if kind == "bool":
+            return "True or False"
+        if kind == "str":
+            if self.item_doc or self.pattern_doc:
+                return self.item_doc or self.pattern_doc
+            if self.nonempty:
+                return "non-empty strings" if plural else "a non-empty string"
+            return "strings" if plural else "a string (may be empty)"
+        noun = {"int": ("an integer", "integers"), "float": ("a finite number", "finite numbers")}[kind][plural]
+        if self.multiple_of:
+            noun = f"{'multiples' if plural else 'a multiple'} of {self.multiple_of}"
+        bounds = self._bounds_text()
+        return f"{noun} {bounds}" if bounds else noun
+
+    def allowed(self) -> str:
+        """What is allowed, in words (the cell's comment and every error message end with it)."""
+        if not self.is_list:
+            return self._item_text(plural=False)
+        count = f"{self.min_items} to {self.max_items}" if self.max_items is not None else f"{self.min_items} or more"
+        distinct = " distinct" if self.distinct else ""
+        return f"a list of {count}{distinct} {self._item_text(plural=True)}"
+
+    # --- checks ---
+    def check(self, value) -> None:
+        """Raise ValueError naming this parameter when ``value`` is not allowed."""
+        if not self.is_list:
+            self._check_item(self.name, value)
+            return
+        what = f"{self.allowed()}, e.g. {_literal(self.default or self._example_list())}"
+        check_type(self.name, value, (list, tuple), what)
+        if len(value) < self.min_items or (self.max_items is not None and len(value) > self.max_items):
+            raise ValueError(f"{self.name}={_short(value)} is not allowed ({len(value)} items): expected {what}")
+        for item in value:
+            self._check_item(f"{self.name} item", item)
+        if self.distinct:
+            seen = set()
+            for item in value:
+                if item in seen:
+                    raise ValueError(
+                        f"{self.name}={_short(value)} is not allowed: {item!r} is listed twice; "
+                        f"expected {self.allowed()}"
+                    )
+                seen.add(item)
+
+    def _check_item(self, name: str, value) -> None:
+        kind = self.item_kind
+        if self.choices:
+            if kind != "bool" and isinstance(value, bool):
+                raise ValueError(f"{name}={value!r} is not allowed: expected {self._item_text(plural=False)}")
+            check_choice(name, value, self.choices)
+            return
+        if kind == "bool":
+            check_type(name, value, bool, "True or False")
+        elif kind == "str":
+            check_type(name, value, str, self._item_text(plural=False))
+            if self.nonempty and not value.strip():
+                raise ValueError(f"{name}={value!r} is not allowed: expected a non-empty string")
+            if self.pattern and not re.fullmatch(self.pattern, value):
+                raise ValueError(f"{name}={value!r} is not allowed: expected {self.pattern_doc or self.pattern}")
+        elif kind == "int":
+            check_type(name, value, Integral, self._item_text(plural=False))
+            check_int(name, value, self.low, self.high)
+            if self.multiple_of and value % self.multiple_of:
+                raise ValueError(f"{name}={value!r} is not allowed: must be a multiple of {self.multiple_of}")
+        else:
+            check_type(name, value, Real, self._item_text(plural=False))
+            check_finite(name, value)
+            if self.low_open and self.low == 0:
+                check_positive(name, value)
+            elif self.low_open and not value > self.low:
+                raise ValueError(f"{name}={value!r} is not allowed: must be > {_number(self.low)}")
+            check_range(name, value, None if self.low_open else self.low, self.high)
+
+    # --- reading values from YAML and the command line ---
+    def coerce(self, value):
+        """A value read from YAML as this parameter's kind: a number in any YAML or Python spelling
+        (``1e-3``, ``1_000``, ``3e2`` for an integer) becomes that number; anything else is left for ``check``."""
+        if self.is_list:
+            return [_coerce_scalar(self.item_kind, v) for v in value] if isinstance(value, (list, tuple)) else value
+        return _coerce_scalar(self.kind, value)
+
+    def parse(self, text: str):
+        """``-p NAME TEXT``: the text read as YAML, then coerced. A string parameter takes the text as it
+        is unless it is a quoted YAML string. Malformed YAML raises a ValueError naming the parameter."""
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            if self.kind == "str":
+                return text
+            problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+            raise ValueError(
+                f"{self.name}: cannot read {text!r} as a value ({problem}); "
+                f"expected {self.allowed()}, e.g. {_literal(self.default)}"
+            ) from None
+        if self.kind == "str":
+            return value if isinstance(value, str) else text
+        return self.coerce(value)
+
+    # --- rendering ---
+    def cell_line(self) -> str:
+        """This parameter's line of the parameters cell: ``name: type = default  # doc, unit; allowed``."""
+        unit = f", in {self.unit}" if self.unit else ""
+        return f"{self.name}: {self.kind} = {_literal(self.default)}  # {self.doc}{unit}; {self.allowed()}"
+
+    def _example_list(self) -> list:
+        if self.choices:
+            return list(self.choices[:2])
+        return [self.low if self.low is not None else 0]
+
+    def validate_declaration(self) -> None:
+        """A declaration papermill can read and whose default passes its own checks."""
+        if self.kind not in KINDS:
+            raise TypeError(f"{self.name}: kind {self.kind!r} is not one of {KINDS}")
+        text = self.cell_line()
+        if "\n" in text or text.count("=") != 1:
+            raise TypeError(f"{self.name}: doc, unit and allowed text must hold no '=' or newline: {text!r}")
+        self.check(self.default)
+
+
+def param(default, doc: str, **spec) -> Any:
+    """Declare a NotebookConfig field: ``seed: int = param(0, "RNG seed", low=0, high=SEED_MAX)``.
+
+    ``spec`` takes the fields of ``Param`` after ``doc`` (unit, low, high, choices, distinct, ...)."""
+    info = {"default": default, "doc": doc, **spec}
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={PARAM_KEY: info})
+    return field(default=default, metadata={PARAM_KEY: info})
+
+
+@cache
+def _declaration(cls: type) -> tuple[Param, ...]:
+    out = []
+    for f in fields(cls):
+        info = f.metadata.get(PARAM_KEY)
+        if info is None:
+            continue
+        kind = f.type if isinstance(f.type, str) else (f.type.__name__ if isinstance(f.type, type) else str(f.type))
+        p = Param(name=f.name, kind=kind.replace(" ", ""), **info)
+        p.validate_declaration()
+        out.append(p)
+    return tuple(out)
 
 
 @dataclass(frozen=True)
 class NotebookConfig:
+    """Base of a notebook's parameters: the declared checks run on construction, then ``check_together``."""
+
     def __post_init__(self) -> None:
         self.validate()
 
     def validate(self) -> None:
-        """Raise ValueError on a bad value; subclasses override."""
+        """Every declared check (in declaration order), then the cross-parameter checks."""
+        for p in self.declaration():
+            p.check(getattr(self, p.name))
+        self.check_together()
+
+    def check_together(self) -> None:
+        """Checks that involve several parameters; subclasses override. Runs after every single check."""
+
+    @classmethod
+    def declaration(cls) -> tuple[Param, ...]:
+        """The declared parameters, in the order of the fields (and of the parameters cell)."""
+        return _declaration(cls)
+
+    @classmethod
+    def parameter(cls, name: str) -> Param:
+        for p in cls.declaration():
+            if p.name == name:
+                return p
+        raise ValueError(f"no parameter {name!r}; the parameters are: {', '.join(cls.parameter_names())}")
 
     @classmethod
     def parameter_names(cls) -> list[str]:
         return [f.name for f in fields(cls)]
+
+    @classmethod
+    def defaults(cls) -> dict[str, object]:
+        """Every declared default (the notebook's own values: the quick profile)."""
+        return {
+            f.name: (f.default_factory() if f.default is MISSING else f.default)
+            for f in fields(cls)
+            if f.default is not MISSING or f.default_factory is not MISSING
+        }
+
+    @classmethod
+    def parameters_cell(cls) -> str:
+        """The source of the notebook's cell tagged ``parameters``, one line per parameter."""
+        return "\n".join(p.cell_line() for p in cls.declaration())
 
     @classmethod
     def from_namespace(cls, namespace: Mapping[str, object]):
@@ -33,3 +286,66 @@ class NotebookConfig:
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
+
+
+# --- helpers ---
+def _coerce_scalar(kind: str, value):
+    if isinstance(value, bool) or kind in ("bool", "str"):
+        return value
+    if kind == "int":
+        if isinstance(value, str):
+            text = value.strip()
+            try:
+                return int(text)
+            except ValueError:
+                try:
+                    value = float(text)
+                except ValueError:
+                    return value
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            return int(value)
+        return value
+    if isinstance(value, str):  # float: "1e-3", "1_000.5", "nan" (refused later by name)
+        try:
+            return float(value.strip())
+        except ValueError:
+            return value
+    return value
+
+
+def _number(x: Real) -> str:
+    """A bound as a reader writes it: 1,000,000 for big integers, 1e-3 for small numbers."""
+    if isinstance(x, float) and x.is_integer() and abs(x) < 1e6:
+        x = int(x)
+    if isinstance(x, Integral):
+        return f"{x:,}" if abs(x) >= 10_000 else str(x)
+    return _float_literal(float(x))
+
+
+def _float_literal(x: float) -> str:
+    """The shortest exact spelling: scientific from 1e-3 down and from 1e6 up (1e-3, 3e-4), else repr (0.005)."""
+    if x != 0 and math.isfinite(x) and (abs(x) <= 1e-3 or abs(x) >= 1e6):
+        for digits in range(17):
+            mantissa, exponent = f"{x:.{digits}e}".split("e")
+            text = f"{mantissa}e{int(exponent)}"
+            if float(text) == x:
+                return text
+    return repr(x)
+
+
+def _literal(value) -> str:
+    """A Python literal of ``value`` as the parameters cell writes it."""
+    if isinstance(value, bool) or isinstance(value, Integral):
+        return repr(value)
+    if isinstance(value, float):
+        return _float_literal(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_literal(v) for v in value) + "]"
+    return repr(value)
+
+
+def _short(value, limit: int = 120) -> str:
+    text = _literal(list(value)) if isinstance(value, (list, tuple)) else repr(value)
+    return text if len(text) <= limit else text[: limit - 5] + " ...]"

@@ -20,8 +20,7 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from brorl_lib.core import atomic
-from brorl_lib.core import manifest
+from brorl_lib.core import atomic, manifest
 from brorl_lib.core.artifacts import read_record
 from brorl_lib.core.hashing import input_hashes, sha256_file
 from brorl_lib.core.paths import BUILD_DIR, FIGURES_DIR, OUTPUT_DIR_ENV, REPO_ROOT
@@ -48,7 +47,10 @@ def git_commit() -> str:
     try:
         out = subprocess.run(
             ["git", "describe", "--always", "--dirty", "--abbrev=12"],
-            cwd=REPO_ROOT, capture_output=True, text=True, check=True,
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         return out.stdout.strip()
     except (OSError, subprocess.CalledProcessError):
@@ -106,8 +108,17 @@ def _execute(plan: Plan, staging: Path, executed: Path, log_output: bool) -> int
     params_file = staging / "parameters.yaml"
     params_file.write_text(yaml.safe_dump(plan.parameters))
     cmd = [
-        sys.executable, "-m", "papermill", str(plan.spec.path), str(executed),
-        "-f", str(params_file), "-k", KERNEL, "--cwd", str(plan.spec.path.parent),
+        sys.executable,
+        "-m",
+        "papermill",
+        str(plan.spec.path),
+        str(executed),
+        "-f",
+        str(params_file),
+        "-k",
+        KERNEL,
+        "--cwd",
+        str(plan.spec.path.parent),
     ]
     if log_output:
         cmd.append("--log-output")
@@ -187,6 +198,19 @@ def strip_run_metadata(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
         cell.metadata.pop("papermill", None)
         cell.metadata.pop("execution", None)
     return nb
+
+
+def write_parameters_cell(path: Path, source: str) -> bool:
+    """Set the source of the notebook's cell tagged ``parameters`` (outputs untouched); True if it changed."""
+    nb = nbformat.read(path, as_version=4)
+    cell = next((c for c in nb.cells if "parameters" in c.metadata.get("tags", [])), None)
+    if cell is None:
+        raise ValueError(f"{path.name} has no cell tagged 'parameters'")
+    if cell.source == source:
+        return False
+    cell.source = source
+    atomic.write_text(path, nbformat.writes(nb) + "\n")
+    return True
 
 
 def refresh_notebook(path: Path, log_output: bool = False) -> None:

@@ -12,6 +12,7 @@ from brorl_lib.core.paths import output_dir
 
 # Okabe & Ito (2008) colour-blind safe palette, black last.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
+ARM_COLOURS = {"ProRL": PALETTE[1], "BroRL": PALETTE[0]}  # the two arms, the same in every figure
 # Our choice: widths of a two-column paper (ICML/NeurIPS-style templates), inches.
 COLUMN_WIDTH_IN = 3.25
 FULL_WIDTH_IN = 6.75
@@ -69,9 +70,7 @@ def stamp_provenance(fig: mpl.figure.Figure, provenance: str) -> None:
     fig.text(0.995, 1.0, f"[{provenance}]", ha="right", va="bottom", fontsize=6, color="0.35", gid=_STAMP_GID)
 
 
-def save_figure(
-    fig: mpl.figure.Figure, name: str, *, provenance: str, data: pd.DataFrame, caption: str
-) -> Saved:
+def save_figure(fig: mpl.figure.Figure, name: str, *, provenance: str, data: pd.DataFrame, caption: str) -> Saved:
     """Write ``name``.pdf/.png (fixed metadata: same data, same bytes) and the data as ``name``.csv.
 
     The provenance class is stamped on the figure and recorded with the caption for the manifest.

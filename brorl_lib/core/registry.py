@@ -32,12 +32,14 @@ NOTEBOOKS: tuple[NotebookSpec, ...] = (
         name="01_theory",
         title="Theorem 1 (symbolic + numeric), Lemma 2, Corollary 3, Figure 2, sign map, pass@k",
         config="brorl_lib.theory.report:TheoryConfig",
+        data_files=("data/paper/settings.csv",),
         timeout_s=900,
     ),
     NotebookSpec(
         name="02_simulator",
         title="Figure 3 at paper scale, the N sweep, the unstated choices, Theorem 1 per step",
         config="brorl_lib.simulator.report:SimulatorConfig",
+        data_files=("data/paper/settings.csv",),
         timeout_s=1800,
     ),
     NotebookSpec(
@@ -51,6 +53,7 @@ NOTEBOOKS: tuple[NotebookSpec, ...] = (
         name="04_laptop_rlvr",
         title="The LLM experiment at laptop scale: tiny LM, N=16 vs N=512 at equal samples (Figures 1/4, Tables 1/2)",
         config="brorl_lib.rlvr.report:LaptopRLVRConfig",
+        data_files=("data/paper/settings.csv", "data/paper/table1_efficiency.csv"),
         timeout_s=3600,
     ),
     NotebookSpec(

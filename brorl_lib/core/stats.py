@@ -28,5 +28,10 @@ def paired_test(treatment, control, alternative: str = "greater") -> dict[str, f
     diff = a - b
     res = stats.ttest_rel(a, b, alternative=alternative)
     sd = diff.std(ddof=1)
-    return {"mean_difference": float(diff.mean()), "t": float(res.statistic), "p": float(res.pvalue),
-            "n": int(a.size), "cohen_dz": float(diff.mean() / sd) if sd > 0 else float("nan")}
+    return {
+        "mean_difference": float(diff.mean()),
+        "t": float(res.statistic),
+        "p": float(res.pvalue),
+        "n": int(a.size),
+        "cohen_dz": float(diff.mean() / sd) if sd > 0 else float("nan"),
+    }

@@ -9,9 +9,7 @@ from brorl_lib.core.artifacts import PROVENANCE, Saved, check_artifact, record_a
 from brorl_lib.core.paths import output_dir
 
 
-def save_table(
-    df: pd.DataFrame, name: str, *, provenance: str, caption: str, float_format: str = "{:.4g}"
-) -> Saved:
+def save_table(df: pd.DataFrame, name: str, *, provenance: str, caption: str, float_format: str = "{:.4g}") -> Saved:
     """Write ``name``.md, ``name``.tex and ``name``.csv; the caption states the provenance class.
 
     Markdown and LaTeX show floats with ``float_format`` and a missing value as "-" (as the paper
@@ -20,8 +18,13 @@ def save_table(
     check_artifact(name, provenance)
     full_caption = f"{caption} [{PROVENANCE[provenance]}]"
     fmt = float_format.format
-    shown = df.apply(lambda col: col.map(lambda v: "-" if pd.isna(v) else fmt(v)) if pd.api.types.is_float_dtype(col)
-                     else col.map(lambda v: "-" if pd.isna(v) else v))
+    shown = df.apply(
+        lambda col: (
+            col.map(lambda v: "-" if pd.isna(v) else fmt(v))
+            if pd.api.types.is_float_dtype(col)
+            else col.map(lambda v: "-" if pd.isna(v) else v)
+        )
+    )
     out = output_dir()
     files = [out / f"{name}.md", out / f"{name}.tex", out / f"{name}.csv"]
     atomic.write_text(files[0], f"**{full_caption}**\n\n{shown.to_markdown(index=False, disable_numparse=True)}\n")

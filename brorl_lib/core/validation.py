@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from numbers import Integral, Real
 
@@ -14,9 +15,16 @@ def check_type(name: str, value, kind: type | tuple[type, ...], what: str) -> No
         raise ValueError(f"{name}={value!r} is not allowed: expected {what}")
 
 
-def check_range(name: str, value, low: Real | None = None, high: Real | None = None) -> None:
-    """low <= value <= high (either bound optional); ints stay ints, floats may be any real."""
+def check_finite(name: str, value) -> None:
+    """A real number that is neither NaN nor infinite."""
     check_type(name, value, Real, "a number")
+    if not isinstance(value, Integral) and not math.isfinite(value):
+        raise ValueError(f"{name}={value!r} is not allowed: expected a finite number")
+
+
+def check_range(name: str, value, low: Real | None = None, high: Real | None = None) -> None:
+    """low <= value <= high (either bound optional), never NaN or infinite; ints stay ints."""
+    check_finite(name, value)
     if (low is not None and value < low) or (high is not None and value > high):
         lo = "-inf" if low is None else low
         hi = "inf" if high is None else high
@@ -30,10 +38,11 @@ def check_int(name: str, value, low: int | None = None, high: int | None = None)
 
 
 def check_positive(name: str, value) -> None:
-    """A real number > 0."""
+    """A finite real number > 0."""
     check_type(name, value, Real, "a number")
     if not value > 0:
         raise ValueError(f"{name}={value!r} is not allowed: must be > 0")
+    check_finite(name, value)
 
 
 def check_choice(name: str, value, allowed: Iterable) -> None:

@@ -5,7 +5,9 @@ Modules, one concern each (nothing heavy is imported, nothing downloads, until u
 * ``protocol``   the paper's sampling settings (16 samples, T=0.6, top-p 0.95, 32k tokens) and ``SamplingParams``
 * ``backends``   generation: ``VLLMBackend`` (GPU), ``TransformersBackend`` (CPU), ``default_backend``
 * ``benchmarks`` the six math, four code and eleven Reasoning Gym benchmarks, their sources and prompts
-* ``sandbox``    running candidate programs with time, memory and output limits and no network
+* ``sandbox``    running candidate programs on their tests: limits, scoring, results read through descriptors
+* ``isolation``  the OS sandbox around each run (bubblewrap namespaces, read-only Python, private tmpfs)
+* ``process_filter`` the seccomp filter: no new processes, no ptrace, no keyrings
 * ``scoring``    verl / math-verify for math, the sandbox for code, reasoning_gym verifiers
 * ``results``    per-sample JSONL results, resuming
 * ``metrics``    per-instance and per-benchmark scores, pass@k, domain averages, the paired t-test

@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from brorl_lib.evaluation.protocol import SamplingParams
 from brorl_lib.core.validation import check_choice, check_int
+from brorl_lib.evaluation.protocol import SamplingParams
 
-VLLM_INSTALL_HINT = ("install it on a CUDA machine with `pip install -e '.[gpu]'` (vllm==0.24.0), "
-                     "or use the CPU backend: --backend transformers")
+VLLM_INSTALL_HINT = (
+    "install it on a CUDA machine with `pip install -e '.[gpu]'` (vllm==0.24.0), "
+    "or use the CPU backend: --backend transformers"
+)
 
 
 @dataclass(frozen=True)
@@ -67,8 +69,9 @@ def encode_prompt(tokenizer, user_text: str) -> list[int]:
     """Token ids of one user message: through the chat template when the tokenizer has one
     (with the assistant turn opened), else the raw text with the tokenizer's own special tokens."""
     if getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template([{"role": "user", "content": user_text}], tokenize=False,
-                                             add_generation_prompt=True)
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": user_text}], tokenize=False, add_generation_prompt=True
+        )
         return list(tokenizer(text, add_special_tokens=False)["input_ids"])  # the template holds BOS itself
     return list(tokenizer(user_text)["input_ids"])
 
@@ -91,8 +94,14 @@ class TransformersBackend:
 
     name = "transformers"
 
-    def __init__(self, model: str | Path, revision: str | None = None, device: str = "cpu", dtype: str = "float32",
-                 truncate_prompts: bool = False) -> None:
+    def __init__(
+        self,
+        model: str | Path,
+        revision: str | None = None,
+        device: str = "cpu",
+        dtype: str = "float32",
+        truncate_prompts: bool = False,
+    ) -> None:
         check_choice("device", device, ("cpu", "cuda"))
         check_choice("dtype", dtype, ("float32", "bfloat16", "float16"))
         import torch
@@ -122,8 +131,10 @@ class TransformersBackend:
             raise ValueError(f"max_tokens={max_tokens} is not allowed: the model's context is {self.context} tokens")
         if len(ids) > room:
             if not self.truncate_prompts:
-                raise ValueError(f"prompt {index} has {len(ids)} tokens; with max_tokens={max_tokens} only {room} "
-                                 f"fit the model's {self.context}-token context (truncate_prompts=True keeps the last {room})")
+                raise ValueError(
+                    f"prompt {index} has {len(ids)} tokens; with max_tokens={max_tokens} only {room} "
+                    f"fit the model's {self.context}-token context (truncate_prompts=True keeps the last {room})"
+                )
             ids = ids[-room:]
         return ids
 
@@ -133,9 +144,14 @@ class TransformersBackend:
 
         _check_seeds(prompts, seeds)
         config = GenerationConfig(
-            do_sample=True, temperature=params.temperature, top_p=params.top_p, top_k=0,  # top_k=0: off, as in vLLM
-            max_new_tokens=params.max_tokens, num_return_sequences=params.n,
-            eos_token_id=sorted(self.eos_ids), pad_token_id=self.pad_id,
+            do_sample=True,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            top_k=0,  # top_k=0: off, as in vLLM
+            max_new_tokens=params.max_tokens,
+            num_return_sequences=params.n,
+            eos_token_id=sorted(self.eos_ids),
+            pad_token_id=self.pad_id,
         )
         out: list[list[Generation]] = []
         for i, (prompt, seed) in enumerate(zip(prompts, seeds)):
@@ -144,7 +160,7 @@ class TransformersBackend:
             with torch.random.fork_rng(devices=devices), torch.no_grad():
                 torch.manual_seed(seed)
                 seqs = self.lm.generate(input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config)
-            out.append([self._generation(row) for row in seqs[:, ids.shape[1]:].tolist()])
+            out.append([self._generation(row) for row in seqs[:, ids.shape[1] :].tolist()])
         return out
 
     def _generation(self, tokens: list[int]) -> Generation:
@@ -160,33 +176,61 @@ class VLLMBackend:
 
     name = "vllm"
 
-    def __init__(self, model: str | Path, revision: str | None = None, dtype: str = "auto",
-                 gpu_memory_utilization: float = 0.9, enable_prefix_caching: bool = True,
-                 max_model_len: int | None = None, tensor_parallel_size: int = 1, seed: int = 0, **engine_kwargs) -> None:
+    def __init__(
+        self,
+        model: str | Path,
+        revision: str | None = None,
+        dtype: str = "auto",
+        gpu_memory_utilization: float = 0.9,
+        enable_prefix_caching: bool = True,
+        max_model_len: int | None = None,
+        tensor_parallel_size: int = 1,
+        seed: int = 0,
+        **engine_kwargs,
+    ) -> None:
         if importlib.util.find_spec("vllm") is None:
             raise RuntimeError(f"VLLMBackend needs vLLM, which is not installed here: {VLLM_INSTALL_HINT}")
         import torch
 
         if not torch.cuda.is_available():
-            raise RuntimeError("VLLMBackend needs a CUDA GPU and none is visible (torch.cuda.is_available() is "
-                               "False); on a CPU machine use --backend transformers")
+            raise RuntimeError(
+                "VLLMBackend needs a CUDA GPU and none is visible (torch.cuda.is_available() is "
+                "False); on a CPU machine use --backend transformers"
+            )
         import vllm
 
         self._vllm = vllm
         self.model = model_name(model, revision)
-        self.llm = vllm.LLM(model=str(model), revision=revision, dtype=dtype, seed=seed,
-                            gpu_memory_utilization=gpu_memory_utilization, enable_prefix_caching=enable_prefix_caching,
-                            max_model_len=max_model_len, tensor_parallel_size=tensor_parallel_size, **engine_kwargs)
+        self.llm = vllm.LLM(
+            model=str(model),
+            revision=revision,
+            dtype=dtype,
+            seed=seed,
+            gpu_memory_utilization=gpu_memory_utilization,
+            enable_prefix_caching=enable_prefix_caching,
+            max_model_len=max_model_len,
+            tensor_parallel_size=tensor_parallel_size,
+            **engine_kwargs,
+        )
         self.tokenizer = self.llm.get_tokenizer()
 
     def generate(self, prompts: Sequence[str], params: SamplingParams, seeds: Sequence[int]) -> list[list[Generation]]:
         _check_seeds(prompts, seeds)
         requests = [{"prompt_token_ids": encode_prompt(self.tokenizer, p)} for p in prompts]
-        sampling = [self._vllm.SamplingParams(n=params.n, temperature=params.temperature, top_p=params.top_p,
-                                              max_tokens=params.max_tokens, seed=s) for s in seeds]
+        sampling = [
+            self._vllm.SamplingParams(
+                n=params.n, temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_tokens, seed=s
+            )
+            for s in seeds
+        ]
         outputs = self.llm.generate(requests, sampling, use_tqdm=False)
-        return [[Generation(o.text, len(o.token_ids), "stop" if o.finish_reason == "stop" else "length")
-                 for o in sorted(req.outputs, key=lambda o: o.index)] for req in outputs]
+        return [
+            [
+                Generation(o.text, len(o.token_ids), "stop" if o.finish_reason == "stop" else "length")
+                for o in sorted(req.outputs, key=lambda o: o.index)
+            ]
+            for req in outputs
+        ]
 
 
 def vllm_usable() -> bool:
@@ -208,7 +252,14 @@ def make_backend(kind: str, model: str | Path, revision: str | None = None, **kw
     if kind == "auto":
         kind = "vllm" if vllm_usable() else "transformers"
     if kind == "vllm":
-        allowed = {"dtype", "gpu_memory_utilization", "enable_prefix_caching", "max_model_len", "tensor_parallel_size", "seed"}
+        allowed = {
+            "dtype",
+            "gpu_memory_utilization",
+            "enable_prefix_caching",
+            "max_model_len",
+            "tensor_parallel_size",
+            "seed",
+        }
         return VLLMBackend(model, revision, **{k: v for k, v in kwargs.items() if k in allowed})
     allowed = {"device", "dtype", "truncate_prompts"}
     kw = {k: v for k, v in kwargs.items() if k in allowed}

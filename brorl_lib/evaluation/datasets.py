@@ -2,20 +2,18 @@
 
 Math and code come from Hugging Face data sets, loaded only when asked for (nothing downloads at
 import), or from a local file. The data set ids are **our choice** of well-known public copies; the
-paper does not name them. Code follows ProRL (paper-notes §7.1): the PRIME validation set
+paper does not name them. Code follows ProRL (docs/prorl-background.md#prorl-evaluation): the PRIME validation set
 (``PRIME-RL/Eurus-2-RL-Data``, split ``validation``), whose rows carry ``data_source`` = apps,
 codecontests, codeforces or taco, exactly the four code columns.
 
-Reasoning Gym instances are generated locally with ``reasoning_gym`` (paper-notes §12): a category is
+Reasoning Gym instances are generated locally with ``reasoning_gym`` (docs/verl.md#reasoning-gym): a category is
 the package folder a task lives in (``reasoning_gym/<category>/...``); Table 5's eleven categories hold
 104 tasks in reasoning-gym 0.1.25 (ProRL evaluated 96 tasks of an earlier version; the folders
 ``probability`` and ``composite`` are not Table 5 categories and are left out). Each task gets
 ``RG_INSTANCES_PER_TASK`` held-out instances (ProRL: 100) with the task's default configuration (our
-choice: ProRL's configurations are not published), drawn from seed ``RG_EVAL_SEED``. Some generators
-iterate over sets of strings (reasoning-gym 0.1.19: e.g. ``polynomial_multiplication``,
-``isomorphic_strings``, ``ransom_note``, ``word_ladder``, ``knight_swap``), so their instances depend on
-Python's hash seed as well; they are always generated with hash seed 0 (``PYTHONHASHSEED=0``, what
-``make`` and the notebooks use), in a child process when this one runs with another.
+choice: ProRL's configurations are not published), drawn from seed ``RG_EVAL_SEED`` by
+``brorl_lib.tasks.generation``, which always generates with Python hash seed 0 (some generators iterate
+over sets of strings).
 
 Local files (``.jsonl``, ``.json`` holding a list of records, or ``.parquet``), one record per instance:
 
@@ -33,19 +31,15 @@ Local files (``.jsonl``, ``.json`` holding a list of records, or ``.parquet``), 
 from __future__ import annotations
 
 import json
-import os
-import pickle
-import subprocess
-import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-from brorl_lib.paper.reported import CODE_COLUMNS, MATH_COLUMNS, RG_COLUMNS
 from brorl_lib.core.validation import check_choice, check_int
+from brorl_lib.paper.reported import CODE_COLUMNS, MATH_COLUMNS, RG_COLUMNS
+from brorl_lib.tasks.generation import EntryRequest, generate
 
 DOMAINS = ("math", "code", "reasoning_gym")
 LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet")
@@ -58,14 +52,19 @@ LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet")
 RG_EVAL_SEED = 4_003_000_000
 RG_MAX_INSTANCES_PER_TASK = 2_000_000
 
-# ProRL's math prompt (paper-notes §7.1, DeepScaleR's): the answer goes in \boxed{}.
+# ProRL's math prompt (DeepScaleR's; docs/prorl-background.md#prorl-training-data-and-rewards): the answer goes
+# in \boxed{}.
 MATH_PROMPT = "{problem}\nLet's think step by step and output the final answer within \\boxed{{}}."
 # Our choice of wording: a complete stdin/stdout program (or the named function) in a python block.
-CODE_PROMPT_STDIO = ("{problem}\n\nWrite a complete Python 3 program that reads the input from standard input "
-                     "and writes the answer to standard output. Put the program in a single ```python code "
-                     "block at the end of your response.")
-CODE_PROMPT_CALL = ("{problem}\n\nComplete the Python 3 function `{fn_name}`{starter}. Put the complete code in a "
-                    "single ```python code block at the end of your response.")
+CODE_PROMPT_STDIO = (
+    "{problem}\n\nWrite a complete Python 3 program that reads the input from standard input "
+    "and writes the answer to standard output. Put the program in a single ```python code "
+    "block at the end of your response."
+)
+CODE_PROMPT_CALL = (
+    "{problem}\n\nComplete the Python 3 function `{fn_name}`{starter}. Put the complete code in a "
+    "single ```python code block at the end of your response."
+)
 
 
 @dataclass(frozen=True)
@@ -87,8 +86,8 @@ class Benchmark:
 
 
 @dataclass(frozen=True)
-class Instance:
-    """One problem: what the model is asked and what its answer is checked against."""
+class BenchmarkInstance:
+    """One problem of a benchmark: what the model is asked and what its answer is checked against."""
 
     benchmark: str
     instance_id: str  # unique within the benchmark; "task/index" for Reasoning Gym
@@ -106,9 +105,14 @@ _MATH_SOURCES = {
     "olympiad_bench": HFSource("math-ai/olympiadbench", "test"),
 }
 BENCHMARKS: dict[str, Benchmark] = {
-    **{name: Benchmark(name, "math", col, src) for (name, src), col in zip(_MATH_SOURCES.items(), MATH_COLUMNS, strict=True)},
-    **{name: Benchmark(name, "code", name, HFSource("PRIME-RL/Eurus-2-RL-Data", "validation", data_source=name))
-       for name in CODE_COLUMNS},
+    **{
+        name: Benchmark(name, "math", col, src)
+        for (name, src), col in zip(_MATH_SOURCES.items(), MATH_COLUMNS, strict=True)
+    },
+    **{
+        name: Benchmark(name, "code", name, HFSource("PRIME-RL/Eurus-2-RL-Data", "validation", data_source=name))
+        for name in CODE_COLUMNS
+    },
     **{f"rg_{cat}": Benchmark(f"rg_{cat}", "reasoning_gym", cat, None) for cat in RG_COLUMNS},
 }
 GROUPS = {
@@ -125,8 +129,10 @@ class DatasetUnavailable(RuntimeError):
 def expand(names: Sequence[str]) -> tuple[str, ...]:
     """Benchmark names with groups ("all", "math", "code", "reasoning_gym" or "rg") expanded, in order, once each."""
     if isinstance(names, str) or not names:
-        raise ValueError(f"benchmarks={names!r} is not allowed: give a non-empty list of names from "
-                         f"{sorted(BENCHMARKS)} or groups {sorted(GROUPS)}")
+        raise ValueError(
+            f"benchmarks={names!r} is not allowed: give a non-empty list of names from "
+            f"{sorted(BENCHMARKS)} or groups {sorted(GROUPS)}"
+        )
     out: list[str] = []
     for name in names:
         check_choice("benchmark", name, [*BENCHMARKS, *GROUPS])
@@ -156,14 +162,6 @@ def rg_category(task: str) -> str:
     raise ValueError(f"rg task={task!r} is not allowed: not a reasoning_gym task in a Table 5 category")
 
 
-@cache
-def rg_verifier(task: str):
-    """A reasoning_gym data set of ``task`` (default configuration) whose ``score_answer`` scores answers."""
-    import reasoning_gym
-
-    return reasoning_gym.create_dataset(task, size=1, seed=0)
-
-
 def rg_prompt(question: str) -> str:
     """reasoning_gym's own "default" instruction (answer inside <answer></answer>) before the question,
     in the user message (R1-style models take no system prompt)."""
@@ -172,52 +170,17 @@ def rg_prompt(question: str) -> str:
     return f"{SYSTEM_PROMPTS['default']}\n{question}"
 
 
-def _rg_instances(bench: Benchmark, per_task: int, tasks: Sequence[str] | None) -> list[Instance]:
+def _rg_instances(bench: Benchmark, per_task: int, tasks: Sequence[str] | None) -> list[BenchmarkInstance]:
+    """``per_task`` instances of each chosen task of the category, task by task (hash seed 0)."""
     chosen = [t for t in rg_tasks_by_category()[bench.column] if tasks is None or t in tasks]
     if not chosen:
         raise ValueError(f"rg_tasks={list(tasks)} is not allowed for {bench.name}: none is in its category")
-    if sys.flags.hash_randomization:  # not PYTHONHASHSEED=0: generate where it is
-        return list(_rg_generate_with_hash_seed_0(bench.name, per_task, tuple(chosen)))
-    return _rg_generate(bench, per_task, chosen)
-
-
-_RG_CHILD = """
-import pickle, sys
-from brorl_lib.evaluation import datasets as b
-items = b._rg_generate(b.BENCHMARKS[sys.argv[1]], int(sys.argv[2]), sys.argv[4:])
-with open(sys.argv[3], "wb") as fh:
-    pickle.dump(items, fh)
-"""
-
-
-@lru_cache(maxsize=64)
-def _rg_generate_with_hash_seed_0(name: str, per_task: int, tasks: tuple[str, ...]) -> tuple[Instance, ...]:
-    """``_rg_generate`` in a child Python started with PYTHONHASHSEED=0 (cached: one child per selection)."""
-    root = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONHASHSEED": "0",
-           "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "instances.pkl"
-        done = subprocess.run([sys.executable, "-c", _RG_CHILD, name, str(per_task), str(out), *tasks], env=env,
-                              capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"generating the Reasoning Gym instances of {name} with PYTHONHASHSEED=0 failed:\n"
-                               f"{done.stderr[-2000:]}")
-        with open(out, "rb") as fh:
-            return tuple(pickle.load(fh))
-
-
-def _rg_generate(bench: Benchmark, per_task: int, tasks: Sequence[str]) -> list[Instance]:
-    """``per_task`` instances of each of ``tasks`` (in this process, with its hash seed)."""
-    import reasoning_gym
-
-    out = []
-    for task in tasks:
-        data = reasoning_gym.create_dataset(task, size=per_task, seed=RG_EVAL_SEED)
-        for i in range(per_task):
-            entry = data[i]
-            out.append(Instance(bench.name, f"{task}/{i}", task, rg_prompt(entry["question"]), entry))
-    return out
+    drawn = generate([EntryRequest(task, per_task, RG_EVAL_SEED) for task in chosen])
+    return [
+        BenchmarkInstance(bench.name, f"{task}/{i}", task, rg_prompt(entry["question"]), entry)
+        for task, entries in zip(chosen, drawn, strict=True)
+        for i, entry in enumerate(entries)
+    ]
 
 
 def _first(row: Mapping, *keys: str, default: Any = None) -> Any:
@@ -235,23 +198,31 @@ def _answer_text(value: Any) -> str:
     return str(value).strip().strip("$").strip()
 
 
-def _math_instance(bench: Benchmark, row: Mapping, index: int) -> Instance:
+def _math_instance(bench: Benchmark, row: Mapping, index: int) -> BenchmarkInstance:
     problem, answer = _first(row, "problem", "question", "Problem"), _first(row, "answer", "final_answer", "Answer")
     if problem is None or answer is None:
         raise ValueError(f"benchmark {bench.name}: row {index} needs fields 'problem' and 'answer'; has {sorted(row)}")
-    return Instance(bench.name, str(_first(row, "id", "unique_id", "ID", default=index)), bench.name,
-                    MATH_PROMPT.format(problem=str(problem).strip()), _answer_text(answer))
+    return BenchmarkInstance(
+        bench.name,
+        str(_first(row, "id", "unique_id", "ID", default=index)),
+        bench.name,
+        MATH_PROMPT.format(problem=str(problem).strip()),
+        _answer_text(answer),
+    )
 
 
 def _code_tests(raw: Any) -> dict:
     tests = json.loads(raw) if isinstance(raw, str) else dict(raw)
-    if not isinstance(tests.get("inputs"), list) or not isinstance(tests.get("outputs"), list) \
-            or len(tests["inputs"]) != len(tests["outputs"]):
+    if (
+        not isinstance(tests.get("inputs"), list)
+        or not isinstance(tests.get("outputs"), list)
+        or len(tests["inputs"]) != len(tests["outputs"])
+    ):
         raise ValueError("tests must hold equally long lists 'inputs' and 'outputs'")
     return tests
 
 
-def _code_instance(bench: Benchmark, row: Mapping, index: int) -> Instance:
+def _code_instance(bench: Benchmark, row: Mapping, index: int) -> BenchmarkInstance:
     problem = _first(row, "problem", "question")
     if problem is None and "prompt" in row:  # PRIME layout: a list of chat messages
         users = [m["content"] for m in list(row["prompt"]) if m.get("role") == "user"]
@@ -269,11 +240,14 @@ def _code_instance(bench: Benchmark, row: Mapping, index: int) -> Instance:
     problem = str(problem).strip()
     if tests.get("fn_name"):
         starter = row.get("starter_code") or ""
-        prompt = CODE_PROMPT_CALL.format(problem=problem, fn_name=tests["fn_name"],
-                                         starter=f", starting from:\n```python\n{starter}\n```\n" if starter else "")
+        prompt = CODE_PROMPT_CALL.format(
+            problem=problem,
+            fn_name=tests["fn_name"],
+            starter=f", starting from:\n```python\n{starter}\n```\n" if starter else "",
+        )
     else:
         prompt = CODE_PROMPT_STDIO.format(problem=problem)
-    return Instance(bench.name, iid, bench.name, prompt, tests)
+    return BenchmarkInstance(bench.name, iid, bench.name, prompt, tests)
 
 
 def _read_local(path: Path) -> list[dict]:
@@ -314,12 +288,18 @@ def _load_hf(bench: Benchmark) -> list[dict]:
             f"benchmark {bench.name!r}: could not load the Hugging Face data set {src.dataset_id!r} "
             f"(split {src.split!r}): {type(e).__name__}: {e}. Supply a local copy instead: "
             f"--data {bench.name}=PATH on the command line, or data={{'{bench.name}': PATH}} in Python "
-            f"(JSONL, JSON or parquet; fields in brorl_lib/evaluation/datasets.py)") from e
+            f"(JSONL, JSON or parquet; fields in brorl_lib/evaluation/datasets.py)"
+        ) from e
     return [dict(r) for r in ds]
 
 
-def load_instances(benchmark: str, path: str | Path | None = None, limit: int | None = None,
-                   rg_per_task: int = 100, rg_tasks: Sequence[str] | None = None) -> list[Instance]:
+def load_instances(
+    benchmark: str,
+    path: str | Path | None = None,
+    limit: int | None = None,
+    rg_per_task: int = 100,
+    rg_tasks: Sequence[str] | None = None,
+) -> list[BenchmarkInstance]:
     """The instances of one benchmark, in data set order (Reasoning Gym: task by task).
 
     ``path``: a local file instead of the Hugging Face data set. ``limit``: keep the first ``limit``
@@ -340,7 +320,7 @@ def load_instances(benchmark: str, path: str | Path | None = None, limit: int | 
     make = _math_instance if bench.domain == "math" else _code_instance
     items = [make(bench, row, i) for i, row in enumerate(rows)]
     if len({i.instance_id for i in items}) < len(items):  # ids must be unique: fall back to row numbers
-        items = [Instance(i.benchmark, str(k), i.task, i.prompt, i.reference) for k, i in enumerate(items)]
+        items = [BenchmarkInstance(i.benchmark, str(k), i.task, i.prompt, i.reference) for k, i in enumerate(items)]
     if not items:
         raise DatasetUnavailable(f"benchmark {benchmark!r}: the data set has no rows for it")
     return items[:limit] if limit else items

@@ -3,19 +3,21 @@ paired t-test between two checkpoints.
 
 What a table cell is (``TABLE_METRIC``): the paper reports pass@1 averaged over 16 samples. For math
 that is the mean binary score; for code, ProRL's evaluation counts a sample as passing when it
-passes all tests (binary, paper-notes §7.1), so the cell is the mean of ``correct`` while ``score``
-keeps the fraction of tests passed; for Reasoning Gym it is the mean continuous verifier score (ProRL).
+passes all tests (binary; docs/prorl-background.md#prorl-evaluation), so the cell is the mean of
+``correct`` while ``score`` keeps the fraction of tests passed; for Reasoning Gym it is the mean
+continuous verifier score (ProRL).
 
-pass@k uses ``correct`` (score == 1) with the unbiased estimator 1 - C(n-c, k) / C(n, k) over an
-instance's n samples of which c are correct; for Reasoning Gym's continuous scores it therefore means
+pass@k uses ``correct`` (full credit, ``brorl_lib.tasks.credit.passed``) with the unbiased estimator
+1 - C(n-c, k) / C(n, k) over an instance's n samples of which c are correct; for Reasoning Gym's
+continuous scores it therefore means
 "at least one of k samples fully solved the instance".
 
-Domain scores as the paper aggregates them (paper-notes §3.3): Math and Code are the unweighted means
-of their benchmark columns (NaN unless every column is present and, when ``complete`` is given, every
-benchmark of the domain was evaluated to its last instance). The paper's Reasoning Gym average is
-not the mean of its eleven category columns; the ProRL-consistent reading is the mean over tasks, which
-is ``rg_avg`` here (each task weighted equally, every task having the same number of instances);
-``rg_category_mean`` (the unweighted mean of the category columns) is reported beside it.
+Domain scores as the paper aggregates them (docs/reading-the-paper.md#consistency-checks): Math and
+Code are the unweighted means of their benchmark columns (NaN unless every column is present and, when
+``complete`` is given, every benchmark of the domain was evaluated to its last instance). The paper's
+Reasoning Gym average is not the mean of its eleven category columns; the ProRL-consistent reading is
+the mean over tasks, which is ``rg_avg`` here (each task weighted equally, every task having the same
+number of instances); ``rg_category_mean`` (the unweighted mean of the category columns) is reported beside it.
 """
 
 from __future__ import annotations
@@ -27,15 +29,15 @@ import numpy as np
 import pandas as pd
 
 from brorl_lib.core import stats
+from brorl_lib.core.validation import check_int
 from brorl_lib.evaluation.datasets import BENCHMARKS, DOMAINS, GROUPS
 from brorl_lib.paper.reported import CODE_COLUMNS, MATH_COLUMNS, RG_COLUMNS
-from brorl_lib.core.validation import check_int
 
 TABLE_METRIC = {"math": "score", "code": "correct", "reasoning_gym": "score"}
 INSTANCE_KEYS = ["checkpoint", "benchmark", "domain", "task", "instance_id"]
 
 
-def pass_at_k(n: int, c: int, k: int) -> float:
+def unbiased_pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k from n samples with c correct: 1 - C(n-c, k) / C(n, k)."""
     check_int("n", n, low=1)
     check_int("c", c, low=0, high=n)
@@ -51,8 +53,9 @@ def instance_scores(results: pd.DataFrame) -> pd.DataFrame:
     binary = results["domain"].map(TABLE_METRIC) == "correct"
     df = results.assign(metric=results["score"].astype(float).where(~binary, results["correct"].astype(float)))
     g = df.groupby(INSTANCE_KEYS, sort=False)
-    return g.agg(samples=("sample", "size"), mean_score=("score", "mean"), n_correct=("correct", "sum"),
-                 pass1=("metric", "mean")).reset_index()
+    return g.agg(
+        samples=("sample", "size"), mean_score=("score", "mean"), n_correct=("correct", "sum"), pass1=("metric", "mean")
+    ).reset_index()
 
 
 def benchmark_scores(results: pd.DataFrame, ks: Sequence[int] = (1,)) -> pd.DataFrame:
@@ -63,12 +66,23 @@ def benchmark_scores(results: pd.DataFrame, ks: Sequence[int] = (1,)) -> pd.Data
     rows = []
     for (ckpt, bench), grp in inst.groupby(["checkpoint", "benchmark"], sort=False):
         n_min = int(grp["samples"].min())
-        row = {"checkpoint": ckpt, "benchmark": bench, "domain": BENCHMARKS[bench].domain, "instances": len(grp),
-               "samples": n_min, "score": grp["pass1"].mean(), "mean_verifier_score": grp["mean_score"].mean()}
+        row = {
+            "checkpoint": ckpt,
+            "benchmark": bench,
+            "domain": BENCHMARKS[bench].domain,
+            "instances": len(grp),
+            "samples": n_min,
+            "score": grp["pass1"].mean(),
+            "mean_verifier_score": grp["mean_score"].mean(),
+        }
         for k in ks:
             if k > n_min:
-                raise ValueError(f"k={k} is not allowed: benchmark {bench} of {ckpt} has instances with only {n_min} samples")
-            row[f"pass@{k}"] = float(np.mean([pass_at_k(int(n), int(c), k) for n, c in zip(grp["samples"], grp["n_correct"])]))
+                raise ValueError(
+                    f"k={k} is not allowed: benchmark {bench} of {ckpt} has instances with only {n_min} samples"
+                )
+            row[f"pass@{k}"] = float(
+                np.mean([unbiased_pass_at_k(int(n), int(c), k) for n, c in zip(grp["samples"], grp["n_correct"])])
+            )
         sub = results[(results["checkpoint"] == ckpt) & (results["benchmark"] == bench)]
         row["mean_response_tokens"] = float(sub["response_tokens"].mean())
         row["truncated_fraction"] = float((sub["finish_reason"] == "length").mean())
@@ -80,8 +94,11 @@ def rg_task_scores(results: pd.DataFrame) -> pd.DataFrame:
     """Reasoning Gym per (checkpoint, category, task): instances and mean score (a fraction)."""
     inst = instance_scores(results)
     inst = inst[inst["domain"] == "reasoning_gym"]
-    out = inst.groupby(["checkpoint", "benchmark", "task"], sort=False).agg(
-        instances=("pass1", "size"), score=("pass1", "mean")).reset_index()
+    out = (
+        inst.groupby(["checkpoint", "benchmark", "task"], sort=False)
+        .agg(instances=("pass1", "size"), score=("pass1", "mean"))
+        .reset_index()
+    )
     out.insert(2, "category", out["benchmark"].map(lambda b: BENCHMARKS[b].column))
     return out.drop(columns="benchmark")
 
@@ -100,11 +117,17 @@ def column_scores(results: pd.DataFrame, complete: Mapping[str, Collection[str]]
         b = bench[bench["checkpoint"] == ckpt].set_index("benchmark")["score"]
         row = {"checkpoint": ckpt}
         for name, value in b.items():
-            row[BENCHMARKS[name].column if BENCHMARKS[name].domain != "reasoning_gym" else f"rg:{BENCHMARKS[name].column}"] = value
+            row[
+                BENCHMARKS[name].column
+                if BENCHMARKS[name].domain != "reasoning_gym"
+                else f"rg:{BENCHMARKS[name].column}"
+            ] = value
         done = set(complete.get(ckpt, ())) if complete is not None else None
         whole = {d: done is None or set(GROUPS[d]) <= done for d in DOMAINS}  # every benchmark evaluated to the end
         for avg, cols, domain in (("math_avg", MATH_COLUMNS, "math"), ("code_avg", CODE_COLUMNS, "code")):
-            row[avg] = float(np.mean([row[c] for c in cols])) if all(c in row for c in cols) and whole[domain] else np.nan
+            row[avg] = (
+                float(np.mean([row[c] for c in cols])) if all(c in row for c in cols) and whole[domain] else np.nan
+            )
         t = tasks[tasks["checkpoint"] == ckpt]
         cats = [row.get(f"rg:{c}") for c in RG_COLUMNS]
         complete_rg = all(v is not None for v in cats) and whole["reasoning_gym"]
@@ -114,8 +137,9 @@ def column_scores(results: pd.DataFrame, complete: Mapping[str, Collection[str]]
     return pd.DataFrame(rows)
 
 
-def paired_comparison(results: pd.DataFrame, treatment: str, control: str,
-                      domains: Sequence[str] = DOMAINS, alternative: str = "greater") -> dict:
+def paired_comparison(
+    results: pd.DataFrame, treatment: str, control: str, domains: Sequence[str] = DOMAINS, alternative: str = "greater"
+) -> dict:
     """The paper's paired t-test (§4.2.2): per-instance pass@1 of two checkpoints, pooled over all
     instances both evaluated (in ``domains``), through ``brorl_lib.core.stats.paired_test``.
 
@@ -123,7 +147,9 @@ def paired_comparison(results: pd.DataFrame, treatment: str, control: str,
     """
     for name, value in (("treatment", treatment), ("control", control)):
         if value not in set(results["checkpoint"]):
-            raise ValueError(f"{name}={value!r} is not allowed: evaluated checkpoints are {sorted(set(results['checkpoint']))}")
+            raise ValueError(
+                f"{name}={value!r} is not allowed: evaluated checkpoints are {sorted(set(results['checkpoint']))}"
+            )
     for d in domains:
         if d not in DOMAINS:
             raise ValueError(f"domain={d!r} is not allowed: choose from {list(DOMAINS)}")

@@ -1,9 +1,9 @@
 """The paper's evaluation protocol as defaults, and the sampling parameters every backend takes.
 
-Sources (see paper-notes §3.3 and §7.1): BroRL Appendix D evaluates "pass@1 at 32k context, averaged
+Sources: BroRL Appendix D evaluates "pass@1 at 32k context, averaged
 over 16 independent samples per instance, top-p = 0.95, temperature = 0.6"; ProRL, whose protocol
 BroRL follows, caps the response at 32k tokens and evaluates Reasoning Gym on 100 held-out samples
-per task.
+per task (docs/prorl-background.md#prorl-evaluation). The paper's settings are read from data/paper/settings.csv.
 """
 
 from __future__ import annotations
@@ -11,12 +11,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from brorl_lib.core.validation import check_int, check_range, check_type
+from brorl_lib.paper.reported import setting
 
-SAMPLES_PER_INSTANCE = 16  # paper-notes §3.3: "averaged over 16 independent samples per instance"
-TEMPERATURE = 0.6  # paper-notes §3.3
-TOP_P = 0.95  # paper-notes §3.3
-MAX_RESPONSE_TOKENS = 32768  # paper-notes §3.3 "32k context"; ProRL (§7.1): "max response 32k"
-RG_INSTANCES_PER_TASK = 100  # paper-notes §7.1: ProRL's "100 held-out samples per task"
+SAMPLES_PER_INSTANCE: int = setting("eval_samples_per_instance")  # Appendix D: samples per instance
+TEMPERATURE: float = setting("eval_temperature")  # Appendix D
+TOP_P: float = setting("eval_top_p")  # Appendix D
+MAX_RESPONSE_TOKENS: int = setting("eval_context_tokens")  # Appendix D "32k context"; ProRL: "max response 32k"
+# Not in the paper: ProRL's "100 held-out samples per task" (docs/prorl-background.md#prorl-evaluation).
+RG_INSTANCES_PER_TASK = 100
 # Bumped whenever a prompt template or answer extraction changes, so old results are not mixed in.
 PROMPT_VERSION = 1
 

@@ -21,15 +21,27 @@ import pandas as pd
 from brorl_lib.core import atomic
 
 RUN_INFO = "run.json"
-COLUMNS = ["checkpoint", "benchmark", "domain", "task", "instance_id", "sample", "score", "correct",
-           "response_tokens", "finish_reason"]
+COLUMNS = [
+    "checkpoint",
+    "benchmark",
+    "domain",
+    "task",
+    "instance_id",
+    "sample",
+    "score",
+    "correct",
+    "response_tokens",
+    "finish_reason",
+]
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+=-]*$")
 
 
 def check_label(label: str) -> str:
     """A checkpoint label usable as a folder name."""
     if not isinstance(label, str) or not _LABEL.match(label):
-        raise ValueError(f"label={label!r} is not allowed: use letters, digits and '_.@+=-', starting with a letter or digit")
+        raise ValueError(
+            f"label={label!r} is not allowed: use letters, digits and '_.@+=-', starting with a letter or digit"
+        )
     return label
 
 
@@ -125,8 +137,12 @@ def checkpoints(results_dir: Path) -> list[str]:
     return sorted(p.name for p in root.iterdir() if (p / RUN_INFO).is_file()) if root.is_dir() else []
 
 
-def load_results(results_dir: Path, checkpoint_labels: Sequence[str] | None = None,
-                 benchmarks: Sequence[str] | None = None, responses: bool = False) -> pd.DataFrame:
+def load_results(
+    results_dir: Path,
+    checkpoint_labels: Sequence[str] | None = None,
+    benchmarks: Sequence[str] | None = None,
+    responses: bool = False,
+) -> pd.DataFrame:
     """All per-sample rows under ``results_dir`` as one DataFrame (``COLUMNS``, plus ``response`` if asked)."""
     frames = []
     for label in checkpoint_labels or checkpoints(results_dir):

@@ -25,18 +25,19 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 from tqdm.auto import tqdm
 
+from brorl_lib.core.validation import check_int, check_type
 from brorl_lib.evaluation import results as res
 from brorl_lib.evaluation.backends import Backend
 from brorl_lib.evaluation.datasets import (
     BENCHMARKS,
     RG_MAX_INSTANCES_PER_TASK,
-    Instance,
+    BenchmarkInstance,
     check_local_file,
     expand,
     load_instances,
@@ -44,9 +45,9 @@ from brorl_lib.evaluation.datasets import (
     rg_tasks_by_category,
 )
 from brorl_lib.evaluation.protocol import PROMPT_VERSION, RG_INSTANCES_PER_TASK, SamplingParams
-from brorl_lib.evaluation.sandbox import Limits
+from brorl_lib.evaluation.sandbox import Limits, require_isolation
 from brorl_lib.evaluation.scoring import score
-from brorl_lib.core.validation import check_int, check_type
+from brorl_lib.tasks.credit import passed
 
 
 @dataclass(frozen=True)
@@ -79,20 +80,28 @@ class EvalConfig:
         check_type("data", self.data, Mapping, "a mapping benchmark -> file")
         for name, path in self.data.items():
             if name not in self.benchmarks:
-                raise ValueError(f"data[{name!r}] is not allowed: {name!r} is not among the benchmarks {list(self.benchmarks)}")
+                raise ValueError(
+                    f"data[{name!r}] is not allowed: {name!r} is not among the benchmarks {list(self.benchmarks)}"
+                )
             check_local_file(name, path)
         if self.rg_tasks is not None:
             object.__setattr__(self, "rg_tasks", tuple(self.rg_tasks))
             cats = {rg_category(t) for t in self.rg_tasks}
             for name in self.benchmarks:
                 if BENCHMARKS[name].domain == "reasoning_gym" and BENCHMARKS[name].column not in cats:
-                    raise ValueError(f"rg_tasks={list(self.rg_tasks)} is not allowed: none is in {name} "
-                                     f"(its tasks: {list(rg_tasks_by_category()[BENCHMARKS[name].column])})")
+                    raise ValueError(
+                        f"rg_tasks={list(self.rg_tasks)} is not allowed: none is in {name} "
+                        f"(its tasks: {list(rg_tasks_by_category()[BENCHMARKS[name].column])})"
+                    )
 
     def protocol(self) -> dict:
         """The settings a result depends on; a resumed run must have the same."""
-        return {"sampling": self.sampling.as_dict(), "seed": self.seed, "prompt_version": PROMPT_VERSION,
-                "code_limits": asdict(self.code_limits)}
+        return {
+            "sampling": self.sampling.as_dict(),
+            "seed": self.seed,
+            "prompt_version": PROMPT_VERSION,
+            "code_limits": self.code_limits.scoring_settings(),
+        }
 
     def is_full(self, benchmark: str | None = None) -> bool:
         """Every instance of ``benchmark`` (None: of every benchmark), as the paper: no limit, and for
@@ -125,7 +134,7 @@ def _canonical(value):
     return repr(value)
 
 
-def instances_fingerprint(items: Sequence[Instance]) -> str:
+def instances_fingerprint(items: Sequence[BenchmarkInstance]) -> str:
     """sha256 (hex) over the sorted (instance id, prompt, reference) of ``items``: which instances, with
     which references, a benchmark's results are of (order and batching do not matter)."""
     digest = hashlib.sha256()
@@ -134,8 +143,13 @@ def instances_fingerprint(items: Sequence[Instance]) -> str:
     return digest.hexdigest()
 
 
-def _checked_run_info(results_dir: Path, label: str, backend: Backend, config: EvalConfig,
-                      instances: Mapping[str, Sequence[Instance]]) -> dict:
+def _checked_run_info(
+    results_dir: Path,
+    label: str,
+    backend: Backend,
+    config: EvalConfig,
+    instances: Mapping[str, Sequence[BenchmarkInstance]],
+) -> dict:
     """run.json's content for this run, checked against what is already there; writes nothing."""
     info = res.read_run_info(results_dir, label)
     protocol = config.protocol()
@@ -143,11 +157,15 @@ def _checked_run_info(results_dir: Path, label: str, backend: Backend, config: E
         info = {"checkpoint": label, "model": backend.model, "protocol": protocol, "runs": []}
     else:
         if info["model"] != backend.model:
-            raise ValueError(f"results for label={label!r} in {results_dir} are of model {info['model']!r}, not "
-                             f"{backend.model!r}: use another label or output folder")
+            raise ValueError(
+                f"results for label={label!r} in {results_dir} are of model {info['model']!r}, not "
+                f"{backend.model!r}: use another label or output folder"
+            )
         if info["protocol"] != protocol:
-            raise ValueError(f"results for label={label!r} in {results_dir} were made with {info['protocol']}; "
-                             f"this run asks for {protocol}: use the same settings, another label or another folder")
+            raise ValueError(
+                f"results for label={label!r} in {results_dir} were made with {info['protocol']}; "
+                f"this run asks for {protocol}: use the same settings, another label or another folder"
+            )
     recorded = info.setdefault("benchmarks", {})
     for name, items in instances.items():
         fingerprint, before = instances_fingerprint(items), recorded.get(name)
@@ -157,16 +175,28 @@ def _checked_run_info(results_dir: Path, label: str, backend: Backend, config: E
                 f"({before['instances']} instances, fingerprint {before['fingerprint'][:12]}) than this run's "
                 f"({len(items)} instances, fingerprint {fingerprint[:12]}): another data file or data set version "
                 f"(--data), or another --limit, --rg-per-task or --rg-tasks. Results of different instance sets are "
-                f"not mixed: use another --out or --label (in Python: another results_dir or label)")
-        recorded[name] = {"fingerprint": fingerprint, "instances": len(items), "complete": False,
-                          "full": bool((before or {}).get("full")) or config.is_full(name)}
-    info["runs"].append({"backend": backend.name, "benchmarks": list(config.benchmarks), "limit": config.limit,
-                         "rg_per_task": config.rg_per_task, "rg_tasks": config.rg_tasks,
-                         "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
+                f"not mixed: use another --out or --label (in Python: another results_dir or label)"
+            )
+        recorded[name] = {
+            "fingerprint": fingerprint,
+            "instances": len(items),
+            "complete": False,
+            "full": bool((before or {}).get("full")) or config.is_full(name),
+        }
+    info["runs"].append(
+        {
+            "backend": backend.name,
+            "benchmarks": list(config.benchmarks),
+            "limit": config.limit,
+            "rg_per_task": config.rg_per_task,
+            "rg_tasks": config.rg_tasks,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        }
+    )
     return info
 
 
-def _score_all(items: list[tuple[Instance, str]], config: EvalConfig) -> list[float]:
+def _score_all(items: list[tuple[BenchmarkInstance, str]], config: EvalConfig) -> list[float]:
     """Scores in order; code runs in parallel threads (subprocesses), math and Reasoning Gym in this
     thread (math-verify's timeouts need the main thread)."""
     scores: list[float | None] = [None] * len(items)
@@ -182,14 +212,19 @@ def _score_all(items: list[tuple[Instance, str]], config: EvalConfig) -> list[fl
     return scores
 
 
-def evaluate(backend: Backend, label: str, results_dir: str | Path, config: EvalConfig = EvalConfig(),
-             progress: bool = True) -> pd.DataFrame:
+def evaluate(
+    backend: Backend, label: str, results_dir: str | Path, config: EvalConfig = EvalConfig(), progress: bool = True
+) -> pd.DataFrame:
     """Evaluate ``backend``'s model as checkpoint ``label``; returns its per-sample results (all of
     them in ``results_dir``, including those of earlier, resumed runs) for ``config.benchmarks``."""
     res.check_label(label)
+    if any(BENCHMARKS[name].domain == "code" for name in config.benchmarks):
+        require_isolation(config.code_limits)  # refuse before any generation, saying what to install
     results_dir = Path(results_dir)
-    instances = {name: load_instances(name, config.data.get(name), config.limit, config.rg_per_task, config.rg_tasks)
-                 for name in tqdm(config.benchmarks, desc="loading benchmarks", disable=not progress)}
+    instances = {
+        name: load_instances(name, config.data.get(name), config.limit, config.rg_per_task, config.rg_tasks)
+        for name in tqdm(config.benchmarks, desc="loading benchmarks", disable=not progress)
+    }
     info = _checked_run_info(results_dir, label, backend, config, instances)
     n = config.sampling.n
     todos = {}
@@ -200,22 +235,34 @@ def evaluate(backend: Backend, label: str, results_dir: str | Path, config: Eval
     res.write_run_info(results_dir, label, info)
     for name, items in instances.items():
         path, todo = res.results_path(results_dir, label, name), todos[name]
-        bar = tqdm(total=len(items), initial=len(items) - len(todo), desc=f"{label} {name}", unit="inst",
-                   disable=not progress)
+        bar = tqdm(
+            total=len(items), initial=len(items) - len(todo), desc=f"{label} {name}", unit="inst", disable=not progress
+        )
         for start in range(0, len(todo), config.batch_size):
-            batch = todo[start:start + config.batch_size]
+            batch = todo[start : start + config.batch_size]
             seeds = [instance_seed(config.seed, name, i.instance_id) for i in batch]
             gens = backend.generate([i.prompt for i in batch], config.sampling, seeds)
             if len(gens) != len(batch) or any(len(g) != n for g in gens):
-                raise RuntimeError(f"backend {backend.name} returned {[len(g) for g in gens]} samples for "
-                                   f"{len(batch)} prompts; expected {n} each")
+                raise RuntimeError(
+                    f"backend {backend.name} returned {[len(g) for g in gens]} samples for "
+                    f"{len(batch)} prompts; expected {n} each"
+                )
             flat = [(inst, j, g) for inst, samples in zip(batch, gens) for j, g in enumerate(samples)]
             scores = _score_all([(inst, g.text) for inst, _, g in flat], config)
             rows = []
             for (inst, j, g), s in zip(flat, scores):
-                row = {"checkpoint": label, "benchmark": name, "domain": BENCHMARKS[name].domain, "task": inst.task,
-                       "instance_id": inst.instance_id, "sample": j, "score": s, "correct": s == 1.0,
-                       "response_tokens": g.n_tokens, "finish_reason": g.finish_reason}
+                row = {
+                    "checkpoint": label,
+                    "benchmark": name,
+                    "domain": BENCHMARKS[name].domain,
+                    "task": inst.task,
+                    "instance_id": inst.instance_id,
+                    "sample": j,
+                    "score": s,
+                    "correct": passed(s),
+                    "response_tokens": g.n_tokens,
+                    "finish_reason": g.finish_reason,
+                }
                 if config.save_responses:
                     row["response"] = g.text
                 rows.append(row)
@@ -228,17 +275,9 @@ def evaluate(backend: Backend, label: str, results_dir: str | Path, config: Eval
     return res.load_results(results_dir, [label], list(config.benchmarks))
 
 
-def evaluate_model(model: str | Path, results_dir: str | Path, config: EvalConfig = EvalConfig(),
-                   label: str | None = None, revision: str | None = None, backend: str = "auto",
-                   progress: bool = True, **backend_kwargs) -> pd.DataFrame:
-    """Load ``model`` with ``backend`` ("auto": vLLM on a GPU, else transformers) and evaluate it."""
-    from brorl_lib.evaluation.backends import make_backend
-
-    label = res.check_label(label) if label is not None else res.default_label(str(model), revision)
-    return evaluate(make_backend(backend, model, revision, **backend_kwargs), label, results_dir, config, progress)
-
-
-def same_results(a: pd.DataFrame, b: pd.DataFrame, keys: Sequence[str] = ("benchmark", "instance_id", "sample")) -> bool:
+def same_results(
+    a: pd.DataFrame, b: pd.DataFrame, keys: Sequence[str] = ("benchmark", "instance_id", "sample")
+) -> bool:
     """True when two result sets hold the same rows (any order)."""
     cols = [c for c in a.columns if c in b.columns]
     sa = a[cols].sort_values(list(keys)).reset_index(drop=True)

@@ -1,23 +1,33 @@
-"""A local sandbox for candidate programs: one subprocess per test, with time, memory and output
-limits and no network.
+"""Running a candidate program on its tests: one sandboxed process per test, scored as PRIME/ProRL do.
 
-Each test runs ``sys.executable -I`` (isolated: no user site, no PYTHON* variables) in a fresh
-temporary folder, with an environment holding no proxy settings, in its own session so a timeout
-kills everything it started. A bootstrap, run before the candidate's code:
+Each test runs ``sys.executable -I`` (isolated: no user site, no PYTHON* variables) inside the OS
+sandbox of ``isolation.py`` (bubblewrap: own user, mount, pid and network namespaces, read-only view
+of Python, a private tmpfs as its working folder, nothing else), with an environment holding only
+PATH, LANG, HOME and single-thread BLAS settings. A bootstrap, run before the candidate's code:
 
-* lowers RLIMIT_AS (memory), RLIMIT_CPU (CPU seconds), RLIMIT_FSIZE (bytes written, so stdout, which
-  goes to a file, is capped) and RLIMIT_CORE, soft and hard, so the candidate cannot raise them;
-* replaces ``socket.socket`` (and ``_socket.socket``, ``create_connection``, ``socketpair``,
-  ``fromfd``) with versions that raise ``PermissionError``.
+* lowers RLIMIT_AS (memory), RLIMIT_CPU (CPU seconds), RLIMIT_FSIZE (bytes a file may hold, so stdout
+  is capped) and RLIMIT_CORE, soft and hard, so the candidate cannot raise them;
+* loads ``process_filter``'s seccomp filter: no new processes (threads are fine), as the field's
+  checkers forbid, here enforced by the kernel; no ptrace, no keyrings;
+* compiles the program (a syntax error, or a source that exhausts the compiler, is a compile error:
+  score 0); replaces ``socket.socket`` and friends by versions raising ``PermissionError``; then runs it.
 
-Where ``unshare`` can create a network namespace (``unshare -rn`` unprivileged, else ``unshare -n``),
-the process also runs in an empty one: no interface but a down loopback, so even raw system calls
-reach nothing. Not covered: the file system (the candidate can read what the user running the
-evaluation can read) and process counts; run evaluations as an unprivileged user.
+The evaluator trusts nothing the candidate leaves: stdin, stdout, the program text and the control
+channel (compile errors, a called function's JSON result) are anonymous files it opened itself and hands
+over as file descriptors (no path a candidate could replace), read back at most ``output_mb``; a test
+is killed at ``time_s`` of wall clock; the result is parsed under a guard, so any failure scores 0 for
+that test and never stops or hangs the evaluation.
 
-Scoring follows PRIME/ProRL (paper-notes §7.1): 0 for a compile (syntax) error or a timeout, else the
-fraction of tests passed. Outputs are compared token by token after splitting on whitespace, numbers
-within 1e-6 (relative or absolute) counting as equal (our choice, as APPS-style checkers do).
+Without isolation on the machine, ``run_tests`` raises ``isolation.IsolationUnavailable`` saying what to
+install, unless ``Limits(unsafe_no_sandbox=True)`` (CLI: ``--unsafe-no-sandbox``): then each test is a
+bare subprocess in a fresh temporary folder with the same bootstrap (same limits, same filter, so the
+same scores) but the candidate can read and write what the evaluating user can. Never use it on
+programs written by a model trained against this checker.
+
+Scoring follows PRIME and ProRL (arXiv 2505.24864, its code reward): 0 for a compile (syntax) error
+or a timeout, else the fraction of tests passed. Outputs are compared token by token after splitting
+on whitespace, numbers within 1e-6 (relative or absolute) counting as equal (our choice, as APPS-style
+checkers do).
 """
 
 from __future__ import annotations
@@ -25,23 +35,41 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
+from dataclasses import asdict, dataclass
+from typing import IO
 
-from brorl_lib.core.validation import check_int, check_positive
+from brorl_lib.core.validation import check_int, check_positive, check_type
+from brorl_lib.evaluation import isolation, process_filter
 
-_BOOTSTRAP = r"""
-import resource, sys
-_mem, _cpu, _fsize = (int(a) for a in sys.argv[1:4])
+COMPILE_ERROR = b"compile_error"  # control channel: the program does not compile
+RESULT = b"result:"  # control channel: a called function's return value (JSON) follows
+
+_BOOTSTRAP = (
+    process_filter.LOADER
+    + r"""
+import os, resource, sys
+_code_fd, _ctl_fd = int(sys.argv[1]), int(sys.argv[2])
+_mem, _cpu, _fsize = (int(a) for a in sys.argv[3:6])
+_filter, _mode = sys.argv[6], sys.argv[7]
 for _lim, _val in ((resource.RLIMIT_AS, _mem), (resource.RLIMIT_CPU, _cpu), (resource.RLIMIT_FSIZE, _fsize),
                    (resource.RLIMIT_CORE, 0)):
     resource.setrlimit(_lim, (_val, _val))
+if _filter:
+    _load_filter(_filter)
+_src = os.pread(_code_fd, os.fstat(_code_fd).st_size, 0)
+os.close(_code_fd)
+try:
+    compile(_src, "main.py", "exec")
+except Exception:
+    os.write(_ctl_fd, b"compile_error")
+    os._exit(0)
+with open("main.py", "wb") as _fh:
+    _fh.write(_src)
+del _src
 import socket, _socket
 def _no_network(*args, **kwargs):
     raise PermissionError("network access is disabled in this sandbox")
@@ -51,29 +79,31 @@ class _NoSocket(socket.socket):
 socket.socket = _socket.socket = _NoSocket
 socket.create_connection = socket.socketpair = socket.fromfd = _no_network
 import json, runpy
-_path, _mode = sys.argv[4], sys.argv[5]
+_path = os.path.abspath("main.py")
 if _mode == "stdio":
     sys.argv = [_path]
     runpy.run_path(_path, run_name="__main__")
 else:
-    _fn, _result = sys.argv[6], sys.argv[7]
+    _fn = sys.argv[8]
     _args = json.loads(sys.stdin.read())
     _ns = runpy.run_path(_path, run_name="__candidate__")
     _target = getattr(_ns["Solution"](), _fn) if "Solution" in _ns and hasattr(_ns["Solution"], _fn) else _ns[_fn]
-    _value = _target(*_args)
-    with open(_result, "w") as _fh:
-        json.dump(_value, _fh)
+    _value = json.dumps(_target(*_args)).encode()
+    with os.fdopen(_ctl_fd, "wb", closefd=False) as _fh:
+        _fh.write(b"result:" + _value)
 """
+)
 
 
 @dataclass(frozen=True)
 class Limits:
     """Limits for one test run of a candidate program."""
 
-    time_s: float = 5.0  # wall clock per test, seconds; ProRL's code reward used a 5 s timeout (§7.1), per test is our reading
+    time_s: float = 5.0  # wall clock per test, seconds; ProRL's code reward used a 5 s timeout, per test is our reading
     memory_mb: int = 1024  # address space, MiB; our choice
-    output_mb: int = 64  # largest file (hence stdout) the program may write, MiB; our choice
+    output_mb: int = 64  # largest file (hence stdout) it may write, and the most its /tmp holds, MiB; our choice
     max_tests: int | None = None  # run at most this many tests (the first ones); None: all (our choice)
+    unsafe_no_sandbox: bool = False  # True: no OS isolation (only for trusted programs where bwrap cannot be had)
 
     def __post_init__(self) -> None:
         check_positive("time_s", self.time_s)
@@ -81,6 +111,11 @@ class Limits:
         check_int("output_mb", self.output_mb, low=1)
         if self.max_tests is not None:
             check_int("max_tests", self.max_tests, low=1)
+        check_type("unsafe_no_sandbox", self.unsafe_no_sandbox, bool, "True or False")
+
+    def scoring_settings(self) -> dict:
+        """The limits a score depends on (not whether the OS sandbox was on: the scores are the same)."""
+        return {k: v for k, v in asdict(self).items() if k != "unsafe_no_sandbox"}
 
 
 @dataclass(frozen=True)
@@ -97,19 +132,19 @@ class SandboxResult:
         return self.passed / self.total
 
 
-@cache
-def network_isolation() -> tuple[str, ...]:
-    """The ``unshare`` prefix that gives a process an empty network namespace here, or () if none works."""
-    exe = shutil.which("unshare")
-    if exe is None:
-        return ()
-    for flags in ("-rn", "-n"):
-        try:
-            if subprocess.run([exe, flags, "true"], capture_output=True, timeout=10).returncode == 0:
-                return (exe, flags, "--")
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-    return ()
+@dataclass(frozen=True)
+class _Run:
+    stdout: bytes  # what the program wrote to stdout (at most output_mb)
+    control: bytes  # what the bootstrap wrote to the control channel (at most output_mb)
+    exit_code: int | None  # 0 for success; None when it was killed at the wall-clock limit
+    timed_out: bool  # past the wall-clock limit, or killed by SIGXCPU (CPU limit) or SIGKILL
+
+
+def require_isolation(limits: Limits = Limits()) -> None:
+    """Raise ``isolation.IsolationUnavailable`` (saying what to install) unless candidate programs can run
+    isolated here or ``limits.unsafe_no_sandbox`` is set."""
+    if not limits.unsafe_no_sandbox:
+        isolation.require()
 
 
 def _tokens_match(actual: str, expected: str) -> bool:
@@ -118,7 +153,7 @@ def _tokens_match(actual: str, expected: str) -> bool:
         return True
     if len(a) != len(e):
         return False
-    for x, y in zip(a, e):
+    for x, y in zip(a, e, strict=True):
         if x == y:
             continue
         try:
@@ -138,34 +173,105 @@ def _call_matches(result, expected) -> bool:
         expected = expected[0]  # APPS stores a call's return value wrapped in a list
     if isinstance(result, tuple):
         result = list(result)
-    return result == expected or (isinstance(result, float) and isinstance(expected, (int, float))
-                                  and math.isclose(result, expected, rel_tol=1e-6, abs_tol=1e-6))
+    return result == expected or (
+        isinstance(result, float)
+        and isinstance(expected, (int, float))
+        and math.isclose(result, expected, rel_tol=1e-6, abs_tol=1e-6)
+    )
 
 
-def _run_one(workdir: Path, stdin_text: str, mode: list[str], limits: Limits) -> tuple[str, int | None, str]:
-    """Run the candidate once; returns (stdout, return code or None on timeout, status)."""
-    (workdir / "stdin.txt").write_text(stdin_text)
-    cpu = math.ceil(limits.time_s) + 1
-    cmd = [*network_isolation(), sys.executable, "-I", "-c", _BOOTSTRAP, str(limits.memory_mb * 2**20), str(cpu),
-           str(limits.output_mb * 2**20), str(workdir / "main.py"), *mode]
-    env = {"PATH": os.defpath, "LANG": "C.UTF-8", "HOME": str(workdir), "OPENBLAS_NUM_THREADS": "1",
-           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    with open(workdir / "stdin.txt", "rb") as fin, open(workdir / "stdout.txt", "wb") as fout:
-        proc = subprocess.Popen(cmd, stdin=fin, stdout=fout, stderr=subprocess.DEVNULL, cwd=workdir, env=env,
-                                start_new_session=True)
+def _call_passes(run: _Run, expected) -> bool:
+    """The called function's JSON result (from the control channel) equals ``expected``; any malformed,
+    oversized or too deeply nested result is a failed test."""
+    if run.exit_code != 0 or not run.control.startswith(RESULT):
+        return False
+    try:
+        return bool(_call_matches(json.loads(run.control[len(RESULT) :]), expected))
+    except (ValueError, RecursionError, MemoryError):
+        return False
+
+
+def _read(fh: IO[bytes], limit: int) -> bytes:
+    fh.seek(0)
+    return fh.read(limit)
+
+
+def _spawn(
+    cmd: list[str], stdin: IO[bytes], stdout: IO[bytes], fds: tuple[int, ...], cwd: str, home: str, time_s: float
+) -> int | None:
+    """Run ``cmd`` in its own session; its exit code, or None when it was killed at ``time_s`` seconds."""
+    env = {
+        "PATH": os.defpath,
+        "LANG": "C.UTF-8",
+        "HOME": home,
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+    proc = subprocess.Popen(
+        cmd,
+        stdin=stdin,
+        stdout=stdout,
+        stderr=subprocess.DEVNULL,
+        pass_fds=fds,
+        cwd=cwd,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        code = proc.wait(timeout=time_s)
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
         try:
-            code = proc.wait(timeout=limits.time_s)
-        except subprocess.TimeoutExpired:
-            code = None
-        finally:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)  # the whole session, also after a normal exit
-            except ProcessLookupError:
-                pass
-            proc.wait()
-    timed_out = code is None or code in (-signal.SIGXCPU, -signal.SIGKILL)
-    out = (workdir / "stdout.txt").read_bytes().decode("utf-8", errors="replace")
-    return out, code, "timeout" if timed_out else "ok"
+            os.killpg(proc.pid, signal.SIGKILL)  # the whole session, also after a normal exit
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    return code
+
+
+def _readonly_file(data: bytes) -> int:
+    """A read-only descriptor of a file that holds ``data`` and has no name (the candidate cannot change it)."""
+    fd, path = tempfile.mkstemp(prefix="brorl-code-")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        return os.open(path, os.O_RDONLY)
+    finally:
+        os.unlink(path)
+
+
+def _run_one(code_fd: int, stdin: bytes, mode: list[str], limits: Limits) -> _Run:
+    """Run the candidate (program text in ``code_fd``) once on ``stdin``."""
+    cap = limits.output_mb * 2**20
+    flt = process_filter.filter_bytes()
+    with tempfile.TemporaryFile() as fin, tempfile.TemporaryFile() as fout, tempfile.TemporaryFile() as fctl:
+        fin.write(stdin)
+        fin.seek(0)
+        argv = [
+            sys.executable,
+            "-I",
+            "-c",
+            _BOOTSTRAP,
+            str(code_fd),
+            str(fctl.fileno()),
+            str(limits.memory_mb * 2**20),
+            str(math.ceil(limits.time_s) + 1),
+            str(cap),
+            flt.hex() if flt else "",
+            *mode,
+        ]
+        fds = (code_fd, fctl.fileno())
+        if limits.unsafe_no_sandbox:
+            with tempfile.TemporaryDirectory(prefix="brorl-sandbox-") as tmp:
+                code = _spawn(argv, fin, fout, fds, tmp, tmp, limits.time_s)
+            sig = -code if code is not None and code < 0 else None
+        else:
+            code = _spawn(isolation.wrap(argv, cap), fin, fout, fds, "/", "/tmp", limits.time_s)
+            sig = code - 128 if code is not None and code > 128 else None  # bwrap: 128 + signal
+        timed_out = code is None or sig in (signal.SIGXCPU, signal.SIGKILL)
+        return _Run(_read(fout, cap), _read(fctl, cap), code, timed_out)
 
 
 def run_tests(code: str, tests: dict, limits: Limits = Limits()) -> SandboxResult:
@@ -178,30 +284,24 @@ def run_tests(code: str, tests: dict, limits: Limits = Limits()) -> SandboxResul
         inputs, outputs = inputs[: limits.max_tests], outputs[: limits.max_tests]
     if not inputs:
         return SandboxResult(0, 0, "no_tests")
-    try:
-        compile(code, "<candidate>", "exec")
-    except (SyntaxError, ValueError):
-        return SandboxResult(0, len(inputs), "compile_error")
+    require_isolation(limits)
     fn_name = tests.get("fn_name")
+    mode = ["call", str(fn_name)] if fn_name else ["stdio"]
     passed = 0
-    with tempfile.TemporaryDirectory(prefix="brorl-sandbox-") as tmp:
-        workdir = Path(tmp)
-        (workdir / "main.py").write_text(code)
-        for given, expected in zip(inputs, outputs):
+    code_fd = _readonly_file(code.encode("utf-8", errors="surrogatepass"))
+    try:
+        for given, expected in zip(inputs, outputs, strict=False):
+            stdin = json.dumps(given) if fn_name else _as_text(given)
+            run = _run_one(code_fd, stdin.encode("utf-8", errors="surrogatepass"), mode, limits)
+            if run.control == COMPILE_ERROR:
+                return SandboxResult(0, len(inputs), "compile_error")
+            if run.timed_out:
+                return SandboxResult(passed, len(inputs), "timeout")
             if fn_name:
-                result_file = workdir / "result.json"
-                result_file.unlink(missing_ok=True)
-                _, rc, status = _run_one(workdir, json.dumps(given), ["call", fn_name, str(result_file)], limits)
-                if status == "timeout":
-                    return SandboxResult(passed, len(inputs), "timeout")
-                if rc == 0 and result_file.exists():
-                    try:
-                        passed += _call_matches(json.loads(result_file.read_text()), expected)
-                    except ValueError:
-                        pass
+                passed += _call_passes(run, expected)
             else:
-                out, rc, status = _run_one(workdir, _as_text(given), ["stdio"], limits)
-                if status == "timeout":
-                    return SandboxResult(passed, len(inputs), "timeout")
-                passed += rc == 0 and _tokens_match(out, _as_text(expected))
+                out = run.stdout.decode("utf-8", errors="replace")
+                passed += run.exit_code == 0 and _tokens_match(out, _as_text(expected))
+    finally:
+        os.close(code_fd)
     return SandboxResult(passed, len(inputs), "ok")

@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from brorl_lib.paper import reported as paper
 from brorl_lib.evaluation import results as res
 from brorl_lib.evaluation.datasets import GROUPS
 from brorl_lib.evaluation.metrics import column_scores
 from brorl_lib.evaluation.protocol import SamplingParams
+from brorl_lib.paper import reported as paper
 
 TABLES = {  # paper table -> (domain, value columns, average column)
     "table3_math": ("math", paper.MATH_COLUMNS, "math_avg"),
@@ -38,8 +38,11 @@ CAPTIONS = {
 }
 
 
-def reproduced_rows(results: pd.DataFrame, row_ids: Mapping[str, Mapping] | None = None,
-                    complete: Mapping[str, Collection[str]] | None = None) -> dict[str, pd.DataFrame]:
+def reproduced_rows(
+    results: pd.DataFrame,
+    row_ids: Mapping[str, Mapping] | None = None,
+    complete: Mapping[str, Collection[str]] | None = None,
+) -> dict[str, pd.DataFrame]:
     """Per paper table, one row per checkpoint with any result in its domain, in the table's columns.
     ``complete`` (checkpoint -> benchmarks evaluated to the end): see ``metrics.column_scores``."""
     row_ids = row_ids or {}
@@ -52,9 +55,13 @@ def reproduced_rows(results: pd.DataFrame, row_ids: Mapping[str, Mapping] | None
             if not (results[(results["checkpoint"] == label)]["domain"] == domain).any():
                 continue
             ids = dict(row_ids.get(label, {}))
-            row = {"source": "reproduced", "method": ids.pop("method", label),
-                   "n_rollouts": ids.pop("n_rollouts", pd.NA), "prompts_per_step": ids.pop("prompts_per_step", pd.NA),
-                   "steps": str(ids.pop("steps", ""))}
+            row = {
+                "source": "reproduced",
+                "method": ids.pop("method", label),
+                "n_rollouts": ids.pop("n_rollouts", pd.NA),
+                "prompts_per_step": ids.pop("prompts_per_step", pd.NA),
+                "steps": str(ids.pop("steps", "")),
+            }
             if ids:
                 raise ValueError(f"row_ids[{label!r}] has keys {sorted(ids)}; allowed: {paper.ID_COLUMNS}")
             keys = [f"rg:{c}" for c in columns] if domain == "reasoning_gym" else columns
@@ -68,15 +75,19 @@ def reproduced_rows(results: pd.DataFrame, row_ids: Mapping[str, Mapping] | None
     return out
 
 
-def paper_tables_with_reproduced(results_dir: str | Path, row_ids: Mapping[str, Mapping] | None = None,
-                                 ) -> dict[str, pd.DataFrame]:
+def paper_tables_with_reproduced(
+    results_dir: str | Path,
+    row_ids: Mapping[str, Mapping] | None = None,
+) -> dict[str, pd.DataFrame]:
     """{"table3_math", "table4_code", "table5_reasoning_gym"} -> reported rows, then one reproduced row
     per checkpoint evaluated under ``results_dir`` (an empty or missing folder gives reported rows only)."""
     results = res.load_results(Path(results_dir))
-    complete = {label: res.complete_benchmarks(Path(results_dir), label) for label in res.checkpoints(Path(results_dir))}
+    complete = {
+        label: res.complete_benchmarks(Path(results_dir), label) for label in res.checkpoints(Path(results_dir))
+    }
     mine = reproduced_rows(results, row_ids, complete)
     tables = {}
-    for name, (domain, columns, avg) in TABLES.items():
+    for name, (domain, _columns, _avg) in TABLES.items():
         reported = paper.load(name)
         reported.insert(0, "source", "reported")
         if domain == "reasoning_gym":
@@ -89,7 +100,7 @@ def paper_tables_with_reproduced(results_dir: str | Path, row_ids: Mapping[str, 
 
 
 def provenance(results_dir: str | Path, domain: str) -> str:
-    """"reproduced" when every checkpoint with results in ``domain`` used the paper's sampling and has
+    """ "reproduced" when every checkpoint with results in ``domain`` used the paper's sampling and has
     every benchmark of the domain evaluated whole (the paper's instance set) and to its last instance
     (``results.complete_benchmarks``); "scaled-down" otherwise; "reported" when there are none."""
     results = res.load_results(Path(results_dir))
@@ -105,8 +116,9 @@ def provenance(results_dir: str | Path, domain: str) -> str:
     return "reproduced"
 
 
-def save_paper_tables_with_reproduced(results_dir: str | Path, row_ids: Mapping[str, Mapping] | None = None,
-                                      suffix: str = "_evaluated") -> list:
+def save_paper_tables_with_reproduced(
+    results_dir: str | Path, row_ids: Mapping[str, Mapping] | None = None, suffix: str = "_evaluated"
+) -> list:
     """Write the three tables with ``brorl_lib.core.table_files.save_table`` as ``<table><suffix>`` (.md/.tex/.csv),
     each with the provenance of its reproduced rows; the ``source`` column labels every row."""
     from brorl_lib.core.table_files import save_table
@@ -114,7 +126,9 @@ def save_paper_tables_with_reproduced(results_dir: str | Path, row_ids: Mapping[
     saved = []
     for name, table in paper_tables_with_reproduced(results_dir, row_ids).items():
         prov = provenance(results_dir, TABLES[name][0])
-        caption = (f"{CAPTIONS[name]}: rows with source=reported are copied from the paper; rows with "
-                   f"source=reproduced were evaluated from checkpoints here")
+        caption = (
+            f"{CAPTIONS[name]}: rows with source=reported are copied from the paper; rows with "
+            f"source=reproduced were evaluated from checkpoints here"
+        )
         saved.append(save_table(table, f"{name}{suffix}", provenance=prov, caption=caption, float_format="{:.2f}"))
     return saved

@@ -70,7 +70,9 @@ def fit_beta(pass_rates: dict[int, float], degenerate: float = 0.0) -> tuple[flo
     return float(a), float(b), float(np.abs(best.fun).max())
 
 
-def minimal_degenerate_share(pass_rates: dict[int, float], tolerance: float = 1e-4, step: float = 0.001) -> float | None:
+def minimal_degenerate_share(
+    pass_rates: dict[int, float], tolerance: float = 1e-4, step: float = 0.001
+) -> float | None:
     """Smallest degenerate share (on a grid of ``step``) at which a Beta matches every pass rate
     within ``tolerance``; None if no share below 0.5 does."""
     for w in np.arange(0.0, 0.5, step):
@@ -84,12 +86,3 @@ def wasted_per_kept(pass_rate) -> np.ndarray:
     rate = np.asarray(pass_rate, dtype=float)
     check_range("pass_rate", float(rate.min()), low=1e-12, high=1.0)
     return 1.0 / rate - 1.0
-
-
-def beta_moments(a: float, b: float) -> dict[str, float]:
-    """Mean success rate, and the Beta mass below 1% and above 99% (prompts nearly always failed/solved)."""
-    from scipy import stats
-
-    dist = stats.beta(a, b)
-    return {"a": a, "b": b, "mean": float(dist.mean()), "mass_below_0.01": float(dist.cdf(0.01)),
-            "mass_above_0.99": float(dist.sf(0.99))}

@@ -6,10 +6,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from brorl_lib.core.plotting import PALETTE, new_figure
-
-ARM_COLOURS = {"ProRL": PALETTE[1], "BroRL": PALETTE[0]}
-PAPER_FIG1_HOURS = 140  # Figure 1's x-axis ends at 140 h (paper-notes §5)
+from brorl_lib.core.plotting import ARM_COLOURS, PALETTE, new_figure
+from brorl_lib.paper.setup import PAPER_FIG1_HOURS
 
 
 def figure1(points: pd.DataFrame) -> plt.Figure:
@@ -49,8 +47,9 @@ def pass_rate(curves: pd.DataFrame, reported: dict[int, float]) -> plt.Figure:
     return fig
 
 
-def roofline_plot(points: pd.DataFrame, table: pd.DataFrame, peak: float, bandwidth: float,
-                  reported_ratio: float, response_len: int) -> plt.Figure:
+def roofline_plot(
+    points: pd.DataFrame, table: pd.DataFrame, peak: float, bandwidth: float, reported_ratio: float, response_len: int
+) -> plt.Figure:
     """Left: the H100 roofline with both arms' decode steps. Right: predicted BroRL/ProRL ratio vs response length."""
     fig, (ax_r, ax_t) = new_figure("full", aspect=0.34, ncols=2)
     x = np.geomspace(1, 3000, 200)
@@ -58,15 +57,27 @@ def roofline_plot(points: pd.DataFrame, table: pd.DataFrame, peak: float, bandwi
     ax_r.axvline(peak / bandwidth, color="0.6", lw=0.5, ls=":")
     for _, r in points.iterrows():
         marker = "s" if r["shared_prefix"] else "o"
-        ax_r.plot(r["intensity"], r["achieved_flops"] / 1e12, marker, color=ARM_COLOURS[r["arm"]], ms=6,
-                  label=f"{r['arm']}, {'shared prefix' if r['shared_prefix'] else 'no sharing'}")
+        ax_r.plot(
+            r["intensity"],
+            r["achieved_flops"] / 1e12,
+            marker,
+            color=ARM_COLOURS[r["arm"]],
+            ms=6,
+            label=f"{r['arm']}, {'shared prefix' if r['shared_prefix'] else 'no sharing'}",
+        )
     ax_r.set_xlabel("arithmetic intensity (FLOPs / byte)")
     ax_r.set_ylabel("attainable TFLOP/s")
     ax_r.set_title(f"decode step at mid-response ({response_len} tokens)", loc="left")
     ax_r.legend(fontsize=6)
     for i, (shared, g) in enumerate(table.groupby("shared_prefix")):
-        ax_t.plot(g["response_len"], g["ratio"], "o-", ms=3, color=PALETTE[2 + i],
-                  label="shared prefix" if shared else "no prefix sharing")
+        ax_t.plot(
+            g["response_len"],
+            g["ratio"],
+            "o-",
+            ms=3,
+            color=PALETTE[2 + i],
+            label="shared prefix" if shared else "no prefix sharing",
+        )
     ax_t.axhline(reported_ratio, color="k", ls="--", lw=0.8, label=f"reported {reported_ratio:.2f}x")
     ax_t.set_xscale("log", base=2)
     ax_t.set_xlabel("response length (tokens)")

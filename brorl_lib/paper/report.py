@@ -7,20 +7,36 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from brorl_lib.core.params import NotebookConfig, param
 from brorl_lib.paper import dynamic_sampling as ds
 from brorl_lib.paper import reported as paper
 from brorl_lib.paper import roofline
-from brorl_lib.core.params import NotebookConfig
-from brorl_lib.core.validation import check_int, check_positive, check_range
 
 # Column headers as printed in the paper.
 HEADERS = {
-    "method": "Method", "n_rollouts": "N", "prompts_per_step": "B", "steps": "Steps", "samples_k": "Samples (k)",
-    "time_h": "Time (h)", "math_score": "Math Score", "code_score": "Code Score",
-    "reasoning_gym_score": "Reasoning Gym Score", "dynamic_sampling_pass_rate_pct": "Dynamic Sampling Pass Rate (%)",
-    "generation_throughput_samples_per_s": "Generation Throughput (samples/s)", "aime24": "AIME24", "aime25": "AIME25",
-    "amc": "AMC", "math": "Math", "minerva": "Minerva", "olympiad_bench": "Olympiad Bench", "math_avg": "Math Avg.",
-    "apps": "apps", "codecontests": "codecontests", "codeforces": "codeforces", "taco": "taco", "code_avg": "Code Avg.",
+    "method": "Method",
+    "n_rollouts": "N",
+    "prompts_per_step": "B",
+    "steps": "Steps",
+    "samples_k": "Samples (k)",
+    "time_h": "Time (h)",
+    "math_score": "Math Score",
+    "code_score": "Code Score",
+    "reasoning_gym_score": "Reasoning Gym Score",
+    "dynamic_sampling_pass_rate_pct": "Dynamic Sampling Pass Rate (%)",
+    "generation_throughput_samples_per_s": "Generation Throughput (samples/s)",
+    "aime24": "AIME24",
+    "aime25": "AIME25",
+    "amc": "AMC",
+    "math": "Math",
+    "minerva": "Minerva",
+    "olympiad_bench": "Olympiad Bench",
+    "math_avg": "Math Avg.",
+    "apps": "apps",
+    "codecontests": "codecontests",
+    "codeforces": "codeforces",
+    "taco": "taco",
+    "code_avg": "Code Avg.",
     "rg_avg": "Avg.",
 }
 TABLES = {
@@ -32,38 +48,50 @@ TABLES = {
 }
 ROLLOUT_GRID = np.unique(np.round(np.geomspace(1, 4096, 60)).astype(int))
 RESPONSE_GRID = np.array([256, 512, 1024, 2048, 4096, 8192, 16384])
-ARMS = (roofline.Arm("ProRL", 16, 512), roofline.Arm("BroRL", 512, 128))
+ARMS = tuple(roofline.ThroughputArm(method, n, prompts) for method, (n, prompts) in paper.arm_shapes().items())
 
 
 @dataclass(frozen=True)
 class PaperTablesConfig(NotebookConfig):
-    prompt_len: int
-    response_len: int
-    gpus: int
-    peak_tflops: float
-    bandwidth_tbs: float
-    memory_gb: float
-    memory_utilization: float
-    max_rollouts: int
-    ttest_pairs: int
+    """Notebook 03's parameters. Upper bounds are our choice, far beyond any GPU or run of the paper; none of
+    them sizes an array (the roofline is closed-form), so they only keep the inputs physical."""
 
-    def validate(self) -> None:
-        check_int("prompt_len", self.prompt_len, low=0)
-        check_int("response_len", self.response_len, low=1)
-        check_int("gpus", self.gpus, low=1)
-        check_positive("peak_tflops", self.peak_tflops)
-        check_positive("bandwidth_tbs", self.bandwidth_tbs)
-        check_positive("memory_gb", self.memory_gb)
-        check_range("memory_utilization", self.memory_utilization, low=0.01, high=1.0)
-        check_int("max_rollouts", self.max_rollouts, low=2)
-        check_int("ttest_pairs", self.ttest_pairs, low=2)
+    prompt_len: int = param(
+        1024, "prompt tokens per rollout (unstated; our choice)", unit="tokens", low=0, high=1_000_000
+    )
+    response_len: int = param(
+        4096,
+        "mean response tokens (unstated; our choice; ProRL context 8k, BroRL 16k)",
+        unit="tokens",
+        low=1,
+        high=1_000_000,
+    )
+    gpus: int = param(64, "GPUs sharing the generation (paper: 64 H100)", low=1, high=100_000)
+    peak_tflops: float = param(
+        989.4,
+        "dense BF16 tensor-core rate per GPU (H100 SXM datasheet)",
+        unit="TFLOP/s",
+        low=0.0,
+        low_open=True,
+        high=1e6,
+    )
+    bandwidth_tbs: float = param(
+        3.35, "HBM bandwidth per GPU (H100 SXM datasheet)", unit="TB/s", low=0.0, low_open=True, high=1e4
+    )
+    memory_gb: float = param(80.0, "GPU memory (H100 SXM)", unit="GB", low=0.0, low_open=True, high=1e5)
+    memory_utilization: float = param(
+        0.9, "share of memory the engine uses for weights and KV cache", low=0.01, high=1.0
+    )
+    max_rollouts: int = param(4096, "largest N on the pass-rate curves", low=2, high=1_000_000)
+    ttest_pairs: int = param(10000, 'pairs in the t-test (paper: "over 10,000 data points")', low=2, high=1_000_000_000)
 
     def hardware(self) -> roofline.Hardware:
-        return roofline.Hardware(self.peak_tflops * 1e12, self.bandwidth_tbs * 1e12, self.memory_gb * 1e9,
-                                 self.memory_utilization)
+        return roofline.Hardware(
+            self.peak_tflops * 1e12, self.bandwidth_tbs * 1e12, self.memory_gb * 1e9, self.memory_utilization
+        )
 
-    def arms(self) -> list[roofline.Arm]:
-        return [roofline.Arm(a.name, a.n_rollouts, a.prompts_per_step, self.gpus) for a in ARMS]
+    def arms(self) -> list[roofline.ThroughputArm]:
+        return [roofline.ThroughputArm(a.name, a.n_rollouts, a.prompts_per_step, self.gpus) for a in ARMS]
 
 
 def paper_layout(name: str) -> pd.DataFrame:
@@ -79,13 +107,23 @@ def pass_rate_curves(cfg: PaperTablesConfig) -> tuple[pd.DataFrame, pd.DataFrame
     fits = [{"model": "Beta", "a": a, "b": b, "degenerate_share": 0.0, "worst_miss": miss}]
     if share is not None:
         a2, b2, miss2 = ds.fit_beta(rates, share)
-        fits.append({"model": "Beta + degenerate share", "a": a2, "b": b2, "degenerate_share": share, "worst_miss": miss2})
+        fits.append(
+            {"model": "Beta + degenerate share", "a": a2, "b": b2, "degenerate_share": share, "worst_miss": miss2}
+        )
     ns = ROLLOUT_GRID[ROLLOUT_GRID <= cfg.max_rollouts]
-    curves = pd.concat([
-        pd.DataFrame({"model": f["model"], "N": ns,
-                      "pass_rate": ds.expected_pass_rate(f["a"], f["b"], ns, f["degenerate_share"])})
-        for f in fits
-    ], ignore_index=True)
+    curves = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "model": f["model"],
+                    "N": ns,
+                    "pass_rate": ds.expected_pass_rate(f["a"], f["b"], ns, f["degenerate_share"]),
+                }
+            )
+            for f in fits
+        ],
+        ignore_index=True,
+    )
     kept = curves["N"] > 1  # N = 1 never keeps anything (its rate is 0): no wasted-per-kept value
     curves["wasted_per_kept"] = np.nan
     curves.loc[kept, "wasted_per_kept"] = ds.wasted_per_kept(curves.loc[kept, "pass_rate"])
@@ -99,11 +137,19 @@ def throughput_table(cfg: PaperTablesConfig) -> pd.DataFrame:
     for resp in sorted(set(RESPONSE_GRID.tolist()) | {cfg.response_len}):
         for shared in (False, True):
             pro, bro = (roofline.arm_throughput(arm, model, hw, cfg.prompt_len, resp, shared) for arm in cfg.arms())
-            rows.append({"response_len": resp, "shared_prefix": shared,
-                         "prorl_concurrency": pro["concurrency_per_gpu"], "brorl_concurrency": bro["concurrency_per_gpu"],
-                         "prorl_intensity": pro["intensity"], "brorl_intensity": bro["intensity"],
-                         "prorl_samples_per_s": pro["samples_per_s"], "brorl_samples_per_s": bro["samples_per_s"],
-                         "ratio": bro["samples_per_s"] / pro["samples_per_s"]})
+            rows.append(
+                {
+                    "response_len": resp,
+                    "shared_prefix": shared,
+                    "prorl_concurrency": pro["concurrency_per_gpu"],
+                    "brorl_concurrency": bro["concurrency_per_gpu"],
+                    "prorl_intensity": pro["intensity"],
+                    "brorl_intensity": bro["intensity"],
+                    "prorl_samples_per_s": pro["samples_per_s"],
+                    "brorl_samples_per_s": bro["samples_per_s"],
+                    "ratio": bro["samples_per_s"] / pro["samples_per_s"],
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -115,17 +161,4 @@ def roofline_points(cfg: PaperTablesConfig) -> pd.DataFrame:
         for arm in cfg.arms():
             r = roofline.arm_throughput(arm, model, hw, cfg.prompt_len, cfg.response_len, shared)
             rows.append({**r, "achieved_flops": r["flops"] / r["time_s"]})
-    return pd.DataFrame(rows)
-
-
-def figure1_data() -> pd.DataFrame:
-    """Table 1 as (method, hours, domain, score) points, each arm starting from the baseline at 0 h."""
-    t1 = paper.load("table1_efficiency")
-    base = t1[t1["method"] == "Baseline"].iloc[0]
-    rows = []
-    for method in ("ProRL", "BroRL"):
-        arm = pd.concat([base.to_frame().T.assign(method=method, time_h=0.0), t1[t1["method"] == method]])
-        for col, domain in (("math_score", "Math"), ("code_score", "Code"), ("reasoning_gym_score", "Reasoning Gym")):
-            rows += [{"method": method, "hours": float(h), "domain": domain, "score": float(s), "steps": st}
-                     for h, s, st in zip(arm["time_h"], arm[col], arm["steps"])]
     return pd.DataFrame(rows)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from brorl_lib.core.validation import check_int, check_positive, check_range
+from brorl_lib.paper.reported import setting
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,12 @@ class Hardware:
 
 
 def decode_step(
-    model: ModelShape, hw: Hardware, sequences: int, group_size: int, prompt_len: float, generated: float,
+    model: ModelShape,
+    hw: Hardware,
+    sequences: int,
+    group_size: int,
+    prompt_len: float,
+    generated: float,
     shared_prefix: bool,
 ) -> dict[str, float]:
     """Bytes, FLOPs and time of one decode step for ``sequences`` running sequences.
@@ -81,12 +87,19 @@ def decode_step(
     flops = 2 * model.matmul_params() * sequences + attn_flops
     bytes_moved = weight_bytes + kv_bytes
     time = max(bytes_moved / hw.bandwidth, flops / hw.peak_flops)
-    return {"flops": flops, "bytes": bytes_moved, "time_s": time, "intensity": flops / bytes_moved,
-            "tokens_per_s": sequences / time, "memory_bound": bytes_moved / hw.bandwidth >= flops / hw.peak_flops}
+    return {
+        "flops": flops,
+        "bytes": bytes_moved,
+        "time_s": time,
+        "intensity": flops / bytes_moved,
+        "tokens_per_s": sequences / time,
+        "memory_bound": bytes_moved / hw.bandwidth >= flops / hw.peak_flops,
+    }
 
 
-def max_concurrency(model: ModelShape, hw: Hardware, group_size: int, prompt_len: float, response_len: float,
-                    shared_prefix: bool) -> int:
+def max_concurrency(
+    model: ModelShape, hw: Hardware, group_size: int, prompt_len: float, response_len: float, shared_prefix: bool
+) -> int:
     """Sequences whose full KV cache fits beside the weights (the prompt stored once per group if shared)."""
     free = hw.memory_bytes * hw.memory_utilization - model.matmul_params() * model.bytes_per_value
     per_seq_tokens = response_len + (prompt_len / group_size if shared_prefix else prompt_len)
@@ -94,28 +107,40 @@ def max_concurrency(model: ModelShape, hw: Hardware, group_size: int, prompt_len
 
 
 @dataclass(frozen=True)
-class Arm:
+class ThroughputArm:
     """One training arm's generation workload on the cluster."""
 
     name: str
     n_rollouts: int
     prompts_per_step: int
-    gpus: int = 64  # the paper's 64 H100s
+    gpus: int = setting("gpus")  # the paper's H100s (§4.2.1)
 
     def sequences_per_gpu(self) -> int:
         return max(1, self.n_rollouts * self.prompts_per_step // self.gpus)
 
 
 def arm_throughput(
-    arm: Arm, model: ModelShape, hw: Hardware, prompt_len: float, response_len: float, shared_prefix: bool,
+    arm: ThroughputArm,
+    model: ModelShape,
+    hw: Hardware,
+    prompt_len: float,
+    response_len: float,
+    shared_prefix: bool,
 ) -> dict[str, float]:
     """Samples/s of the whole cluster: each GPU decodes its share of the step's rollouts, as many at once
     as fit in memory, over a response of ``response_len`` tokens (evaluated at its mid-point)."""
     check_positive("response_len", response_len)
-    concurrency = min(arm.sequences_per_gpu(), max_concurrency(model, hw, arm.n_rollouts, prompt_len, response_len,
-                                                               shared_prefix))
-    step = decode_step(model, hw, concurrency, min(arm.n_rollouts, concurrency), prompt_len, response_len / 2,
-                       shared_prefix)
+    concurrency = min(
+        arm.sequences_per_gpu(), max_concurrency(model, hw, arm.n_rollouts, prompt_len, response_len, shared_prefix)
+    )
+    step = decode_step(
+        model, hw, concurrency, min(arm.n_rollouts, concurrency), prompt_len, response_len / 2, shared_prefix
+    )
     samples_per_s = step["tokens_per_s"] / response_len * arm.gpus
-    return {"arm": arm.name, "concurrency_per_gpu": concurrency, **step, "samples_per_s": samples_per_s,
-            "shared_prefix": shared_prefix}
+    return {
+        "arm": arm.name,
+        "concurrency_per_gpu": concurrency,
+        **step,
+        "samples_per_s": samples_per_s,
+        "shared_prefix": shared_prefix,
+    }

@@ -1,16 +1,28 @@
-"""Settings the paper states for its token-level simulator (paper §4.1; paper-notes §2.1, §2.3)."""
+"""Settings and rules the paper states: its token-level simulator (paper §4.1), figure axes (read from
+data/paper/settings.csv) and the square-root learning-rate rule (§4.2.1).
+
+What the paper leaves open, and our choices, are in docs/simulator-choices.md.
+"""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-SIM_VOCAB_SIZE = 128_000  # d
-SIM_N_CORRECT = 10_000  # |P|, reward +1; all other tokens -1
-SIM_CORRECT_LOGIT = 3.0  # optional seeding: z_i = 3 for i in P
-SIM_ANCHOR_LOGIT = 5.0  # anchor token z_0 = 5
-SIM_ROLLOUT_SIZES = (4, 8, 16, 512, 51_200)
-SIM_LEARNING_RATE = 1e-3
-SIM_STEPS = 1000
+from brorl_lib.core.validation import check_positive
+from brorl_lib.paper.reported import setting
+
+SIM_VOCAB_SIZE: int = setting("simulator_vocab_size")  # d
+SIM_N_CORRECT: int = setting("simulator_correct_tokens")  # |P|, the correct tokens
+SIM_REWARD_CORRECT: float = setting("simulator_reward_correct")  # R_i for i in P
+SIM_REWARD_INCORRECT: float = setting("simulator_reward_incorrect")  # R_i for every other token
+SIM_CORRECT_LOGIT: float = setting("simulator_correct_logit")  # optional seeding: z_i on the correct tokens
+SIM_ANCHOR_LOGIT: float = setting("simulator_anchor_logit")  # the anchor token's z_0
+SIM_ROLLOUT_SIZES: tuple[int, ...] = setting("simulator_rollout_sizes")  # the N of Figure 3
+SIM_LEARNING_RATE: float = setting("simulator_learning_rate")  # AdamW step size eta
+SIM_STEPS: int = setting("simulator_steps")  # update steps T
+PAPER_FIG1_HOURS: int = setting("figure1_max_hours")  # hours where the time axis of Figures 1 and 4 ends
 
 
 def first_correct_indices(n_correct: int, anchor_correct: bool) -> np.ndarray:
@@ -20,7 +32,8 @@ def first_correct_indices(n_correct: int, anchor_correct: bool) -> np.ndarray:
 
 
 def seeded_logits(vocab_size: int, correct: np.ndarray) -> np.ndarray:
-    """The paper's optional seeding: z = 3 on correct tokens, the anchor (index 0) at 5, 0 elsewhere."""
+    """The paper's optional seeding: SIM_CORRECT_LOGIT on correct tokens, the anchor (index 0) at
+    SIM_ANCHOR_LOGIT, 0 elsewhere."""
     z = np.zeros(vocab_size)
     z[correct] = SIM_CORRECT_LOGIT
     z[0] = SIM_ANCHOR_LOGIT
@@ -34,3 +47,11 @@ def seeded_initial_logits(
     correct = np.zeros(vocab_size, dtype=bool)
     correct[first_correct_indices(n_correct, anchor_correct)] = True
     return seeded_logits(vocab_size, correct), correct
+
+
+def scaled_learning_rate(base_lr: float, base_samples_per_step: int, samples_per_step: int) -> float:
+    """Paper §4.2.1: the learning rate grows with the square root of the samples-per-step ratio."""
+    check_positive("base_lr", base_lr)
+    check_positive("base_samples_per_step", base_samples_per_step)
+    check_positive("samples_per_step", samples_per_step)
+    return base_lr * math.sqrt(samples_per_step / base_samples_per_step)

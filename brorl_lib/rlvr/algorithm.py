@@ -4,7 +4,6 @@ square-root learning-rate rule of §4.2.1."""
 
 from __future__ import annotations
 
-import math
 from functools import cache
 
 import numpy as np
@@ -13,8 +12,8 @@ from transformers import PreTrainedModel
 from verl.trainer.ppo import core_algos
 from verl.workers.config.actor import ActorConfig
 
+from brorl_lib.core.validation import check_choice, check_range
 from brorl_lib.rlvr.sampling import Rollouts, positions
-from brorl_lib.core.validation import check_choice, check_positive, check_range
 
 ADVANTAGE_ESTIMATORS = ("reinforce_plus_plus_baseline", "grpo")  # ProRLv2 uses the first (paper §3.1)
 
@@ -59,30 +58,38 @@ def dynamic_sampling(rewards: torch.Tensor, group: torch.Tensor) -> torch.Tensor
 
 @cache
 def _actor_config(clip_low: float, clip_high: float, rollout_n: int) -> ActorConfig:
-    return ActorConfig(strategy="fsdp", rollout_n=rollout_n, ppo_micro_batch_size_per_gpu=1, clip_ratio_low=clip_low,
-                       clip_ratio_high=clip_high, loss_agg_mode="token-mean")
+    return ActorConfig(
+        strategy="fsdp",
+        rollout_n=rollout_n,
+        ppo_micro_batch_size_per_gpu=1,
+        clip_ratio_low=clip_low,
+        clip_ratio_high=clip_high,
+        loss_agg_mode="token-mean",
+    )
 
 
-def policy_loss(old_log_prob: torch.Tensor, log_prob: torch.Tensor, adv: torch.Tensor, response_mask: torch.Tensor,
-                clip_low: float, clip_high: float, rollout_n: int) -> tuple[torch.Tensor, dict]:
+def policy_loss(
+    old_log_prob: torch.Tensor,
+    log_prob: torch.Tensor,
+    adv: torch.Tensor,
+    response_mask: torch.Tensor,
+    clip_low: float,
+    clip_high: float,
+    rollout_n: int,
+) -> tuple[torch.Tensor, dict]:
     """verl's vanilla PPO-clip loss with clip-higher (1 - clip_low, 1 + clip_high), token-mean."""
     check_range("clip_low", clip_low, low=0.0, high=1.0)
     check_range("clip_high", clip_high, low=0.0)
-    return core_algos.compute_policy_loss_vanilla(old_log_prob, log_prob, adv, response_mask, "token-mean",
-                                                  config=_actor_config(clip_low, clip_high, rollout_n))
+    return core_algos.compute_policy_loss_vanilla(
+        old_log_prob, log_prob, adv, response_mask, "token-mean", config=_actor_config(clip_low, clip_high, rollout_n)
+    )
 
 
-def kl_loss(log_prob: torch.Tensor, ref_log_prob: torch.Tensor, response_mask: torch.Tensor, kind: str = "low_var_kl") -> torch.Tensor:
+def kl_loss(
+    log_prob: torch.Tensor, ref_log_prob: torch.Tensor, response_mask: torch.Tensor, kind: str = "low_var_kl"
+) -> torch.Tensor:
     """verl's KL estimator to a reference policy, token-mean."""
     return core_algos.agg_loss(core_algos.kl_penalty(log_prob, ref_log_prob, kind), response_mask, "token-mean")
-
-
-def scaled_learning_rate(base_lr: float, base_samples_per_step: int, samples_per_step: int) -> float:
-    """Paper §4.2.1: the learning rate grows with the square root of the samples-per-step ratio."""
-    check_positive("base_lr", base_lr)
-    check_positive("base_samples_per_step", base_samples_per_step)
-    check_positive("samples_per_step", samples_per_step)
-    return base_lr * math.sqrt(samples_per_step / base_samples_per_step)
 
 
 def pass_rate(keep: torch.Tensor) -> float:

@@ -9,9 +9,9 @@ import torch
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 from transformers.utils import logging as hf_logging
 
-hf_logging.disable_progress_bar()  # checkpoints are saved often; their progress bars would drown the run's own
-
 from brorl_lib.core.validation import check_int
+
+hf_logging.disable_progress_bar()  # checkpoints are saved often; their progress bars would drown the run's own
 
 
 @dataclass(frozen=True)
@@ -29,16 +29,25 @@ class TinyModelShape:
         for name in ("hidden", "layers", "heads", "kv_heads", "intermediate", "max_positions"):
             check_int(name, getattr(self, name), low=1)
         if self.hidden % self.heads or self.heads % self.kv_heads:
-            raise ValueError(f"hidden={self.hidden} must be a multiple of heads={self.heads}, "
-                             f"and heads a multiple of kv_heads={self.kv_heads}")
+            raise ValueError(
+                f"hidden={self.hidden} must be a multiple of heads={self.heads}, "
+                f"and heads a multiple of kv_heads={self.kv_heads}"
+            )
 
     def config(self, tokenizer: PreTrainedTokenizerFast) -> Qwen2Config:
         self.check()
         return Qwen2Config(
-            vocab_size=len(tokenizer), hidden_size=self.hidden, intermediate_size=self.intermediate,
-            num_hidden_layers=self.layers, num_attention_heads=self.heads, num_key_value_heads=self.kv_heads,
-            max_position_embeddings=self.max_positions, tie_word_embeddings=True,
-            bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+            vocab_size=len(tokenizer),
+            hidden_size=self.hidden,
+            intermediate_size=self.intermediate,
+            num_hidden_layers=self.layers,
+            num_attention_heads=self.heads,
+            num_key_value_heads=self.kv_heads,
+            max_position_embeddings=self.max_positions,
+            tie_word_embeddings=True,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
         )
 
 

@@ -91,10 +91,12 @@ def theory(summary: pd.DataFrame, arms_n: list[int]) -> plt.Figure:
     correct mass, the expected unsampled second moment, the chance a group holds a correct response, and
     the distinct responses a group holds."""
     fig, axes = new_figure("full", aspect=0.5, nrows=2, ncols=2, sharex=True)
-    specs = (("share_negative", "Share of batches with predicted $\\Delta Q_{pos}<0$"),
-             ("expected_u2", "$E[U_{pos,2}+U_{neg,2}]$ (Corollary 3)"),
-             ("share_groups_with_correct", "Share of groups holding a correct response"),
-             ("mean_distinct", "Distinct responses in a group"))
+    specs = (
+        ("share_negative", "Share of batches with predicted $\\Delta Q_{pos}<0$"),
+        ("expected_u2", "$E[U_{pos,2}+U_{neg,2}]$ (Corollary 3)"),
+        ("share_groups_with_correct", "Share of groups holding a correct response"),
+        ("mean_distinct", "Distinct responses in a group"),
+    )
     for ax, (col, title) in zip(axes.flat, specs):
         ax.plot(summary["N"], summary[col], color=PALETTE[0], marker="o", ms=2.5, lw=1.1)
         ax.set_xscale("log", base=2)

@@ -52,8 +52,14 @@ def _draw(logp: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
 
 @torch.no_grad()
 def generate(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, prompts: list[str], n: int, max_new_tokens: int,
-    temperature: float, generator: torch.Generator, use_cache: bool = True,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerFast,
+    prompts: list[str],
+    n: int,
+    max_new_tokens: int,
+    temperature: float,
+    generator: torch.Generator,
+    use_cache: bool = True,
 ) -> Rollouts:
     """Sample ``n`` responses per prompt at ``temperature``; ``use_cache=False`` recomputes every step
     from the full sequence (slow; the reference the cached path must match)."""
@@ -71,7 +77,9 @@ def generate(
         cache.batch_repeat_interleave(n)
         logits = out.logits[:, -1].repeat_interleave(n, 0)
     else:
-        logits = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions(prompt_mask)).logits[:, -1]
+        logits = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions(prompt_mask)).logits[
+            :, -1
+        ]
     full_mask, seq = prompt_mask, prompt_ids
     finished = torch.zeros(rows, dtype=torch.bool, device=device)
     tokens, logps = [], []
@@ -80,7 +88,9 @@ def generate(
         tok = _draw(logp, generator)
         tok = torch.where(finished, torch.full_like(tok, pad), tok)
         tokens.append(tok)
-        logps.append(torch.where(finished, torch.zeros_like(tok, dtype=logp.dtype), logp.gather(1, tok[:, None]).squeeze(1)))
+        logps.append(
+            torch.where(finished, torch.zeros_like(tok, dtype=logp.dtype), logp.gather(1, tok[:, None]).squeeze(1))
+        )
         finished = finished | (tok == eos)
         if finished.all():
             break
@@ -88,8 +98,13 @@ def generate(
         seq = torch.cat([seq, tok[:, None]], dim=1)
         if use_cache:
             pos = positions(full_mask)[:, -1:]
-            logits = model(input_ids=tok[:, None], attention_mask=full_mask, position_ids=pos, past_key_values=cache,
-                           use_cache=True).logits[:, -1]
+            logits = model(
+                input_ids=tok[:, None],
+                attention_mask=full_mask,
+                position_ids=pos,
+                past_key_values=cache,
+                use_cache=True,
+            ).logits[:, -1]
         else:
             logits = model(input_ids=seq, attention_mask=full_mask, position_ids=positions(full_mask)).logits[:, -1]
     response = torch.stack(tokens, 1)
@@ -97,4 +112,6 @@ def generate(
     response_mask = ((ended == 0) | ((ended == 1) & (response == eos))).long()
     texts = tokenizer.batch_decode(torch.where(response_mask.bool(), response, pad), skip_special_tokens=True)
     group = torch.arange(len(prompts), device=device).repeat_interleave(n)
-    return Rollouts(prompt_ids, prompt_mask, response, response_mask, torch.stack(logps, 1) * response_mask, group, texts)
+    return Rollouts(
+        prompt_ids, prompt_mask, response, response_mask, torch.stack(logps, 1) * response_mask, group, texts
+    )

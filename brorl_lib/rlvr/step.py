@@ -9,10 +9,10 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
+from brorl_lib.core.validation import check_int, check_positive
 from brorl_lib.rlvr import algorithm as alg
 from brorl_lib.rlvr.sampling import Rollouts, generate
-from brorl_lib.rlvr.tasks import Instance, score
-from brorl_lib.core.validation import check_int, check_positive
+from brorl_lib.rlvr.tasks import LaptopInstance, score
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class StepSettings:
     temperature: float = 1.0
     max_new_tokens: int = 16
     mini_batches: int = 2  # PPO updates per step, fixed across arms as in the paper
-    clip_low: float = 0.2  # ProRLv2's clip-higher (paper-notes §7.2)
+    clip_low: float = 0.2  # ProRLv2's clip-higher (docs/prorl-background.md#prorlv2)
     clip_high: float = 0.28
     kl_coef: float = 0.0  # optional KL to a reference policy
     advantage_estimator: str = "reinforce_plus_plus_baseline"
@@ -36,26 +36,54 @@ class StepSettings:
 
 
 def _rows(r: Rollouts, idx: torch.Tensor) -> Rollouts:
-    return Rollouts(r.prompt_ids[idx], r.prompt_mask[idx], r.response_ids[idx], r.response_mask[idx],
-                    r.log_probs[idx], r.group[idx], [r.texts[i] for i in idx.tolist()])
+    return Rollouts(
+        r.prompt_ids[idx],
+        r.prompt_mask[idx],
+        r.response_ids[idx],
+        r.response_mask[idx],
+        r.log_probs[idx],
+        r.group[idx],
+        [r.texts[i] for i in idx.tolist()],
+    )
 
 
-def rl_step(policy: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, optimizer: torch.optim.Optimizer,
-            prompts: list[Instance], settings: StepSettings, generator: torch.Generator,
-            reference: PreTrainedModel | None = None) -> dict[str, float]:
+def rl_step(
+    policy: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerFast,
+    optimizer: torch.optim.Optimizer,
+    prompts: list[LaptopInstance],
+    settings: StepSettings,
+    generator: torch.Generator,
+    reference: PreTrainedModel | None = None,
+) -> dict[str, float]:
     """Generate, score, filter and update; returns the step's metrics (rewards, pass rate, time, tokens)."""
     if not prompts:
         raise ValueError("rl_step needs at least one prompt")
     t0 = time.perf_counter()
     policy.eval()
-    rollouts = generate(policy, tokenizer, [p.prompt for p in prompts], settings.n_rollouts, settings.max_new_tokens,
-                        settings.temperature, generator)
+    rollouts = generate(
+        policy,
+        tokenizer,
+        [p.prompt for p in prompts],
+        settings.n_rollouts,
+        settings.max_new_tokens,
+        settings.temperature,
+        generator,
+    )
     t_gen = time.perf_counter() - t0
-    rewards = torch.tensor([score(prompts[g], text) for g, text in zip(rollouts.group.tolist(), rollouts.texts)],
-                           device=rollouts.group.device)
+    rewards = torch.tensor(
+        [score(prompts[g], text) for g, text in zip(rollouts.group.tolist(), rollouts.texts)],
+        device=rollouts.group.device,
+    )
     keep = alg.dynamic_sampling(rewards, rollouts.group)
-    metrics = {"reward_mean": float(rewards.mean()), "pass_rate": alg.pass_rate(keep), "samples": len(rewards),
-               "tokens": rollouts.n_tokens, "generation_s": t_gen, "updates": 0}
+    metrics = {
+        "reward_mean": float(rewards.mean()),
+        "pass_rate": alg.pass_rate(keep),
+        "samples": len(rewards),
+        "tokens": rollouts.n_tokens,
+        "generation_s": t_gen,
+        "updates": 0,
+    }
     idx = torch.nonzero(keep).squeeze(1)
     if len(idx) == 0:
         metrics["step_s"] = time.perf_counter() - t0
@@ -72,8 +100,15 @@ def rl_step(policy: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, optimiz
             continue
         part = _rows(kept, chunk)
         lp = alg.response_log_probs(policy, part, settings.temperature)
-        loss, _ = alg.policy_loss(old_lp[chunk], lp, adv[chunk], part.response_mask, settings.clip_low,
-                                  settings.clip_high, settings.n_rollouts)
+        loss, _ = alg.policy_loss(
+            old_lp[chunk],
+            lp,
+            adv[chunk],
+            part.response_mask,
+            settings.clip_low,
+            settings.clip_high,
+            settings.n_rollouts,
+        )
         if ref_lp is not None and settings.kl_coef > 0:
             loss = loss + settings.kl_coef * alg.kl_loss(lp, ref_lp[chunk], part.response_mask)
         optimizer.zero_grad()

@@ -1,19 +1,20 @@
 """Verifiable task families from `reasoning_gym`, with compact prompts for a character-level model.
 
 The model sees a short prompt made from each entry's metadata ("7+5=", "rev neon=", "wsr free may=")
-and answers in the task's own format; the reward is the entry's `score_answer`, never a string match
-of our own. Train and test instances are disjoint (no test prompt occurs among the training prompts).
+and answers in the task's own format, without tags: the reward (``score``) is the task's own verifier on
+the whole response (``brorl_lib.tasks.verifiers.answer_score``), continuous, never a string match of our
+own. Entries come from ``brorl_lib.tasks.generation``. Train and test instances are disjoint (no test
+prompt occurs among the training prompts).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
-
-import reasoning_gym
 
 from brorl_lib.core.validation import check_choice, check_int
+from brorl_lib.tasks.generation import EntryRequest, generate
+from brorl_lib.tasks.verifiers import answer_score
 
 
 @dataclass(frozen=True)
@@ -28,18 +29,31 @@ class TaskFamily:
 FAMILIES: dict[str, TaskFamily] = {
     # difficulty: digits per operand
     "arithmetic": TaskFamily(
-        "basic_arithmetic", "",
+        "basic_arithmetic",
+        "",
         lambda md: md["expression"].replace(" ", ""),
-        lambda d: dict(min_terms=2, max_terms=2, min_digits=1, max_digits=d, operators=("+", "-"),
-                       allow_parentheses=False, allow_negation=False),
+        lambda d: dict(
+            min_terms=2,
+            max_terms=2,
+            min_digits=1,
+            max_digits=d,
+            operators=("+", "-"),
+            allow_parentheses=False,
+            allow_negation=False,
+        ),
     ),
     # difficulty: word length 3..(2 + d)
     "spell_backward": TaskFamily(
-        "spell_backward", "rev ", lambda md: md["word"], lambda d: dict(min_word_len=3, max_word_len=2 + d),
+        "spell_backward",
+        "rev ",
+        lambda md: md["word"],
+        lambda d: dict(min_word_len=3, max_word_len=2 + d),
     ),
     # difficulty: number of words 2..(1 + d)
     "word_sequence_reversal": TaskFamily(
-        "word_sequence_reversal", "wsr ", lambda md: " ".join(md["words"]),
+        "word_sequence_reversal",
+        "wsr ",
+        lambda md: " ".join(md["words"]),
         lambda d: dict(min_words=2, max_words=1 + d),
     ),
 }
@@ -49,30 +63,34 @@ SEED_STRIDE = 10_000_000  # more instances than any split here asks for
 
 
 @dataclass(frozen=True)
-class Instance:
-    task: str
+class LaptopInstance:
+    """One prompt of a laptop-scale task family and the entry its verifier checks."""
+
+    task: str  # a key of FAMILIES
     prompt: str  # what the model is given, ends with "="
     answer: str  # the reference answer (for supervised warm start only)
     entry: dict  # the reasoning_gym entry its verifier scores against
 
 
-@cache
-def _verifier(dataset: str):
-    return reasoning_gym.create_dataset(dataset, size=1, seed=0)
+def score(instance: LaptopInstance, response: str) -> float:
+    """The laptop reward: the task's own verifier on the whole (stripped) response, a fraction (1.0 correct;
+    near misses earn partial credit; 0.0 wrong)."""
+    return answer_score(FAMILIES[instance.task].dataset, response.strip(), instance.entry)
 
 
-def score(instance: Instance, response: str) -> float:
-    """The task's own verifier: reasoning_gym's score_answer for this entry (1.0 correct, 0.0 wrong)."""
-    return float(_verifier(FAMILIES[instance.task].dataset).score_answer(response.strip(), instance.entry))
-
-
-def _instances(task: str, difficulty: int, size: int, seed: int) -> list[Instance]:
+def _request(task: str, difficulty: int, size: int, seed: int) -> EntryRequest:
     fam = FAMILIES[task]
-    ds = reasoning_gym.create_dataset(fam.dataset, size=size, seed=seed, **fam.options(difficulty))
-    return [Instance(task, f"{fam.tag}{fam.prompt(e['metadata'])}=", e["answer"], e) for e in ds]
+    return EntryRequest(fam.dataset, size, seed, tuple(fam.options(difficulty).items()))
 
 
-def make_split(task: str, difficulty: int, n_train: int, n_test: int, seed: int) -> tuple[list[Instance], list[Instance]]:
+def _instances(task: str, entries: list[dict]) -> list[LaptopInstance]:
+    fam = FAMILIES[task]
+    return [LaptopInstance(task, f"{fam.tag}{fam.prompt(e['metadata'])}=", e["answer"], e) for e in entries]
+
+
+def make_split(
+    task: str, difficulty: int, n_train: int, n_test: int, seed: int
+) -> tuple[list[LaptopInstance], list[LaptopInstance]]:
     """Disjoint train and test instances of one family; the same seed gives the same split."""
     check_choice("task", task, FAMILIES)
     check_choice("difficulty", difficulty, FAMILIES[task].levels)
@@ -81,16 +99,19 @@ def make_split(task: str, difficulty: int, n_train: int, n_test: int, seed: int)
     check_int("seed", seed, low=0)
     # reasoning_gym draws item i of a dataset seeded s from s + i: keep the two streams far apart
     base = seed * SEED_STRIDE
-    train = _dedupe(_instances(task, difficulty, n_train, base))
+    drawn = generate(
+        [_request(task, difficulty, n_train, base), _request(task, difficulty, 3 * n_test, base + SEED_STRIDE // 2)]
+    )
+    train = _dedupe(_instances(task, drawn[0]))
     seen = {i.prompt for i in train}
-    test = [i for i in _dedupe(_instances(task, difficulty, 3 * n_test, base + SEED_STRIDE // 2)) if i.prompt not in seen]
+    test = [i for i in _dedupe(_instances(task, drawn[1])) if i.prompt not in seen]
     test = test[:n_test]
     if len(test) < n_test:
         raise ValueError(f"task {task} at difficulty {difficulty} has too few distinct instances for n_test={n_test}")
     return train, test
 
 
-def _dedupe(items: list[Instance]) -> list[Instance]:
+def _dedupe(items: list[LaptopInstance]) -> list[LaptopInstance]:
     seen, out = set(), []
     for i in items:
         if i.prompt not in seen:

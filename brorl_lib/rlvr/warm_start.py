@@ -6,14 +6,14 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
-from brorl_lib.rlvr.sampling import encode_prompts, positions
-from brorl_lib.rlvr.tasks import Instance
 from brorl_lib.core.validation import check_int, check_positive
+from brorl_lib.rlvr.sampling import encode_prompts, positions
+from brorl_lib.rlvr.tasks import LaptopInstance
 
 IGNORE = -100  # label of positions that carry no loss (transformers' convention)
 
 
-def sft_batch(tokenizer: PreTrainedTokenizerFast, instances: list[Instance]) -> dict[str, torch.Tensor]:
+def sft_batch(tokenizer: PreTrainedTokenizerFast, instances: list[LaptopInstance]) -> dict[str, torch.Tensor]:
     """Left-padded ids, attention mask, positions and labels (answer and <eos> only)."""
     texts = [i.prompt + i.answer for i in instances]
     ids, mask = encode_prompts(tokenizer, texts)
@@ -30,8 +30,16 @@ def sft_loss(model: PreTrainedModel, batch: dict[str, torch.Tensor]) -> torch.Te
     return model(**{k: v.to(device) for k, v in batch.items()}).loss
 
 
-def train_sft(model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, instances: list[Instance], steps: int,
-              batch_size: int, lr: float, seed: int, progress: bool = False) -> list[float]:
+def train_sft(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerFast,
+    instances: list[LaptopInstance],
+    steps: int,
+    batch_size: int,
+    lr: float,
+    seed: int,
+    progress: bool = False,
+) -> list[float]:
     """AdamW on random mini-batches of ``instances``; returns the loss of every step."""
     check_int("steps", steps, low=1)
     check_int("batch_size", batch_size, low=1)

@@ -21,9 +21,9 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from brorl_lib.core.validation import check_choice, check_int, check_int_list, check_positive, check_range, check_type
 from brorl_lib.paper import setup as paper_setup
 from brorl_lib.theory import formulas as theory
-from brorl_lib.core.validation import check_choice, check_int, check_int_list, check_positive, check_range, check_type
 
 UPDATE_RULES = ("paper", "theorem")
 WORST_DROP_MODES = ("step", "running")
@@ -36,7 +36,7 @@ THEORY_METRICS = ("delta_q_measured", "delta_q_theorem")
 @dataclass(frozen=True)
 class SimSettings:
     """Everything a run depends on besides N and the seed. Defaults: the paper's setup, and our
-    documented choices where the paper is silent (paper-notes §2.2)."""
+    documented choices where the paper is silent (docs/simulator-choices.md#unstated-choices)."""
 
     vocab_size: int = paper_setup.SIM_VOCAB_SIZE
     n_correct: int = paper_setup.SIM_N_CORRECT
@@ -139,7 +139,9 @@ def draw_tokens(cdf: torch.Tensor, rollouts: list[int], generators: list[torch.G
     draws: list[torch.Tensor | None] = [None] * rows
     for n in sorted(set(rollouts)):
         group = [b for b in range(rows) if rollouts[b] == n]
-        uniforms = torch.stack([torch.rand(n + 1, generator=generators[b], dtype=cdf.dtype, device=cdf.device) for b in group])
+        uniforms = torch.stack(
+            [torch.rand(n + 1, generator=generators[b], dtype=cdf.dtype, device=cdf.device) for b in group]
+        )
         sums = torch.cumsum(uniforms.log_().neg_(), 1)  # -log U ~ Exp(1)
         rows_g = torch.tensor(group, device=cdf.device)
         contiguous = group == list(range(group[0], group[-1] + 1))
@@ -157,7 +159,11 @@ def token_counts(draws: torch.Tensor, shape: tuple[int, int], dtype: torch.dtype
 
 
 def draws_gradient(
-    p: torch.Tensor, rewards: torch.Tensor, draws: torch.Tensor, row_of_draw: torch.Tensor, n: torch.Tensor,
+    p: torch.Tensor,
+    rewards: torch.Tensor,
+    draws: torch.Tensor,
+    row_of_draw: torch.Tensor,
+    n: torch.Tensor,
     out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``surrogate_gradient`` of the paper's rule (centred, over draws) without dense counts.
@@ -208,12 +214,18 @@ def theorem1_prediction(
     a, b = correct & sampled, ~correct & sampled
     q_pos, p_pos, p_neg = (p * correct).sum(1), (p * a).sum(1), (p * b).sum(1)
     mb = theory.MassBalance(
-        q_pos=q_pos, q_neg=(p * ~correct).sum(1), p_pos=p_pos, p_neg=p_neg,
-        a2=(p2 * a).sum(1), b2=(p2 * b).sum(1),
-        u_pos2=(p2 * (correct & ~sampled)).sum(1), u_neg2=(p2 * (~correct & ~sampled)).sum(1),
+        q_pos=q_pos,
+        q_neg=(p * ~correct).sum(1),
+        p_pos=p_pos,
+        p_neg=p_neg,
+        a2=(p2 * a).sum(1),
+        b2=(p2 * b).sum(1),
+        u_pos2=(p2 * (correct & ~sampled)).sum(1),
+        u_neg2=(p2 * (~correct & ~sampled)).sum(1),
         s_r=p_pos - p_neg,
     )
-    return sum(theory.theorem1_terms(mb, 1.0, -1.0, lr, n.squeeze(1)).values())
+    r_c, r_w = paper_setup.SIM_REWARD_CORRECT, paper_setup.SIM_REWARD_INCORRECT
+    return sum(theory.theorem1_terms(mb, r_c, r_w, lr, n.squeeze(1)).values())
 
 
 def simulate_batch(
@@ -226,7 +238,7 @@ def simulate_batch(
     z0 = np.stack([initial_logits(settings, c) for c in cidx_np])
     cidx = torch.as_tensor(cidx_np, device=dev)
     correct = torch.zeros(rows, v, dtype=torch.bool, device=dev).scatter_(1, cidx, True)
-    rewards = torch.where(correct, 1.0, -1.0).to(dt)
+    rewards = torch.where(correct, paper_setup.SIM_REWARD_CORRECT, paper_setup.SIM_REWARD_INCORRECT).to(dt)
     n = torch.tensor(rollouts, dtype=dt, device=dev).unsqueeze(1)
     generators = [run_generator(s, r, dev) for r, s in zip(rollouts, seeds)]
     row_of_draw = torch.repeat_interleave(torch.arange(rows, device=dev), torch.tensor(rollouts, device=dev))
@@ -234,8 +246,12 @@ def simulate_batch(
     opt = None
     if settings.update_rule == "paper":
         opt = torch.optim.AdamW(
-            [z], lr=settings.lr, betas=(settings.beta1, settings.beta2), eps=settings.adam_eps,
-            weight_decay=settings.weight_decay, fused=True,
+            [z],
+            lr=settings.lr,
+            betas=(settings.beta1, settings.beta2),
+            eps=settings.adam_eps,
+            weight_decay=settings.weight_decay,
+            fused=True,
         )
     out = {k: np.empty((settings.steps + 1, rows)) for k in METRICS}
     if settings.track_theory:
@@ -250,7 +266,9 @@ def simulate_batch(
         record[0] = torch.stack([pc0.sum(1), torch.zeros_like(worst), worst])
         theory_rec = torch.empty(settings.steps + 1, 2, rows, dtype=dt, device=dev) if settings.track_theory else None
         z_prev = z.detach().clone() if settings.track_theory else None
-        for t in tqdm(range(1, settings.steps + 1), desc=f"simulating {rows} runs", disable=not progress, mininterval=1):
+        for t in tqdm(
+            range(1, settings.steps + 1), desc=f"simulating {rows} runs", disable=not progress, mininterval=1
+        ):
             draws = draw_tokens(cdf, rollouts, generators)
             counts = None
             if settings.update_rule == "theorem" or theory_rec is not None:

@@ -58,7 +58,9 @@ def n_sweep(summary: pd.DataFrame, paper_ns) -> plt.Figure:
         ("worst_drop_over_run", r"worst $\Delta$(prob.) over the run"),
     )
     for ax, (col, label) in zip(axes, specs):
-        err = np.vstack([summary[f"{col}_mean"] - summary[f"{col}_min"], summary[f"{col}_max"] - summary[f"{col}_mean"]])
+        err = np.vstack(
+            [summary[f"{col}_mean"] - summary[f"{col}_min"], summary[f"{col}_max"] - summary[f"{col}_mean"]]
+        )
         ax.errorbar(summary["N"], summary[f"{col}_mean"], yerr=err, fmt="o-", ms=3, color=PALETTE[0], capsize=2)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("rollouts N")
@@ -77,12 +79,17 @@ def theorem1_per_step(runs: pd.DataFrame, agreement: pd.DataFrame) -> plt.Figure
     for ax, rule in zip(axes[:2], ("theorem", "paper")):
         g = runs[runs["update_rule"] == rule]
         for n, h in g.groupby("N"):
-            ax.scatter(h["delta_q_theorem"], h["delta_q_measured"], s=4, color=colours[n], label=f"N={n}", alpha=0.7, lw=0)
+            ax.scatter(
+                h["delta_q_theorem"], h["delta_q_measured"], s=4, color=colours[n], label=f"N={n}", alpha=0.7, lw=0
+            )
         _log_or_symlog(ax.set_xscale, g["delta_q_theorem"])
         _log_or_symlog(ax.set_yscale, g["delta_q_measured"])
         ax.set_xlabel(r"Theorem 1 prediction of $\Delta Q_{pos}$")
         ax.set_ylabel(r"measured $\Delta Q_{pos}$")
-        ax.set_title("plain gradient step (Theorem 1's rule)" if rule == "theorem" else "paper's rule (centred, AdamW)", loc="left")
+        ax.set_title(
+            "plain gradient step (Theorem 1's rule)" if rule == "theorem" else "paper's rule (centred, AdamW)",
+            loc="left",
+        )
     axes[0].legend(fontsize=6, markerscale=2)
     paper = agreement[agreement["update_rule"] == "paper"]
     no_wd = agreement[agreement["update_rule"] == "paper, no weight decay"]

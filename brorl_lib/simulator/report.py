@@ -8,13 +8,12 @@ from dataclasses import dataclass, fields
 import numpy as np
 import pandas as pd
 
+from brorl_lib.core.params import MAX_LIST_ITEMS, MAX_SEEDS, SEED_MAX, NotebookConfig, param
 from brorl_lib.paper import setup as paper_setup
-from brorl_lib.core.params import NotebookConfig
-from brorl_lib.simulator.engine import SimSettings, simulate
-from brorl_lib.core.validation import check_int, check_int_list
+from brorl_lib.simulator.engine import CORRECT_TOKEN_CHOICES, DTYPES, WORST_DROP_MODES, SimSettings, simulate
 
-# Figure 3's published axes (paper-notes §2.4), and our reading of how far a curve may go beyond
-# the outermost tick before it would have needed another one.
+# Figure 3's published axes (paper §4.1), and our reading of how far a curve may go beyond the outermost
+# tick before it would have needed another one (docs/simulator-choices.md#reading-figure-3s-axes).
 FIG3_MASS_RANGE = (0.595, 0.65)  # ticks 0.60-0.64, spacing 0.01
 FIG3_WORST_DROP_FLOOR = -1.5e-4  # ticks -0.00010 to 0.00000
 
@@ -28,40 +27,100 @@ AXIS_VARIANTS = {
 }
 
 
+PAPER_N = list(paper_setup.SIM_ROLLOUT_SIZES)  # Figure 3's N
+LARGEST_PAPER_N = max(PAPER_N)
+
+MAX_RESULT_ROWS = 20_000_000  # our bound on one study's table, (steps + 1) x runs rows: about 1 GB in memory
+MAX_ROLLOUTS = 1_000_000  # our bound on N: a step draws sum(N) tokens per batch of runs (~20x the paper's 51,200)
+
+
 @dataclass(frozen=True)
 class SimulatorConfig(NotebookConfig):
-    seeds: list
-    rollouts: list
-    steps: int
-    vocab_size: int
-    n_correct: int
-    lr: float
-    weight_decay: float
-    beta1: float
-    beta2: float
-    adam_eps: float
-    seeded_init: bool
-    anchor_correct: bool
-    anchor_frozen: bool
-    correct_tokens: str
-    worst_drop: str
-    sweep_rollouts: list
-    sweep_seeds: list
-    sweep_steps: int
-    theory_rollouts: list
-    theory_steps: int
-    variant_rollouts: list
-    dtype: str
-    device: str
+    """Notebook 02's parameters. Upper bounds are our choice: at vocab_size 1,000,000 a batch of 16 runs holds
+    about 10 x 16 x vocab_size numbers (1.3 GB); every study's table is refused beyond MAX_RESULT_ROWS rows."""
 
-    def validate(self) -> None:
-        self.settings()  # every simulator setting, with its own messages
-        for name in ("rollouts", "sweep_rollouts", "theory_rollouts", "variant_rollouts"):
-            check_int_list(name, getattr(self, name), low=1)
-        for name in ("seeds", "sweep_seeds"):
-            check_int_list(name, getattr(self, name), low=0)
-        check_int("sweep_steps", self.sweep_steps, low=1)
-        check_int("theory_steps", self.theory_steps, low=1)
+    seeds: list[int] = param(
+        [0],
+        "random seeds of the Figure 3 runs (paper profile: [0, 1, 2])",
+        low=0,
+        high=SEED_MAX,
+        distinct=True,
+        max_items=MAX_SEEDS,
+    )
+    rollouts: list[int] = param(
+        PAPER_N, "rollout sizes N of Figure 3", low=1, high=MAX_ROLLOUTS, distinct=True, max_items=MAX_LIST_ITEMS
+    )
+    steps: int = param(paper_setup.SIM_STEPS, "update steps T (paper: 1000)", low=1, high=100_000)
+    vocab_size: int = param(paper_setup.SIM_VOCAB_SIZE, "vocabulary size d (paper: 128,000)", low=2, high=1_000_000)
+    n_correct: int = param(
+        paper_setup.SIM_N_CORRECT, "correct tokens, below vocab_size (paper: 10,000)", low=1, high=999_999
+    )
+    lr: float = param(
+        paper_setup.SIM_LEARNING_RATE, "AdamW learning rate η (paper: 1e-3)", low=0.0, low_open=True, high=10.0
+    )
+    weight_decay: float = param(0.01, "AdamW decoupled weight decay (unstated; PyTorch default)", low=0.0, high=100.0)
+    beta1: float = param(0.9, "AdamW beta1 (unstated; PyTorch default)", low=0.0, high=0.999999)
+    beta2: float = param(0.999, "AdamW beta2 (unstated; PyTorch default)", low=0.0, high=0.999999)
+    adam_eps: float = param(1e-8, "AdamW epsilon (unstated; PyTorch default)", low=0.0, low_open=True, high=1.0)
+    seeded_init: bool = param(True, "start at logit 3 on correct tokens and 5 on the anchor (paper option)")
+    anchor_correct: bool = param(False, "is the anchor token (index 0) correct? (unstated; our choice)")
+    anchor_frozen: bool = param(False, "keep the anchor's logit at 5 throughout? (unstated; our choice)")
+    correct_tokens: str = param(
+        "first",
+        "which tokens are correct: the first n_correct after the anchor, or random",
+        choices=CORRECT_TOKEN_CHOICES,
+    )
+    worst_drop: str = param(
+        "step", "worst drop of a correct token: at each step, or running (worst so far)", choices=WORST_DROP_MODES
+    )
+    sweep_rollouts: list[int] = param(
+        [2, 8, 32, 128, 512, 2048, 8192, LARGEST_PAPER_N],
+        "N grid of the sweep",
+        low=1,
+        high=MAX_ROLLOUTS,
+        distinct=True,
+        max_items=MAX_LIST_ITEMS,
+    )
+    sweep_seeds: list[int] = param([0], "seeds of the sweep", low=0, high=SEED_MAX, distinct=True, max_items=MAX_SEEDS)
+    sweep_steps: int = param(300, "steps of each sweep run", low=1, high=100_000)
+    theory_rollouts: list[int] = param(
+        [4, 16, 512, LARGEST_PAPER_N],
+        "N of the runs that record Theorem 1 each step",
+        low=1,
+        high=MAX_ROLLOUTS,
+        distinct=True,
+        max_items=MAX_LIST_ITEMS,
+    )
+    theory_steps: int = param(200, "steps of those runs", low=1, high=100_000)
+    variant_rollouts: list[int] = param(
+        [4, LARGEST_PAPER_N],
+        "N of the runs that test the unstated choices",
+        low=1,
+        high=MAX_ROLLOUTS,
+        distinct=True,
+        max_items=MAX_LIST_ITEMS,
+    )
+    dtype: str = param(
+        "float64", "precision of the runs: float32 is faster, same results to about 1e-5", choices=tuple(DTYPES)
+    )
+    device: str = param("cpu", "where the runs happen (cuda needs a visible GPU)", choices=("cpu", "cuda"))
+
+    def check_together(self) -> None:
+        self.settings()  # n_correct below vocab_size, and a visible GPU for device='cuda'
+        for steps, rollouts, seeds in (
+            ("steps", "rollouts", "seeds"),
+            ("steps", "variant_rollouts", None),
+            ("sweep_steps", "sweep_rollouts", "sweep_seeds"),
+            ("theory_steps", "theory_rollouts", None),
+        ):
+            runs = len(getattr(self, rollouts)) * (len(getattr(self, seeds)) if seeds else 1)
+            rows = (getattr(self, steps) + 1) * runs
+            if rows > MAX_RESULT_ROWS:
+                raise ValueError(
+                    f"{steps}={getattr(self, steps)} with {runs} runs ({rollouts}"
+                    f"{' x ' + seeds if seeds else ''}) makes a table of {rows:,} rows; allowed at most "
+                    f"{MAX_RESULT_ROWS:,} (our bound, about 1 GB): lower {steps} or shorten the lists"
+                )
 
     def settings(self, **overrides) -> SimSettings:
         """SimSettings from these parameters (their names match), with ``overrides``."""
@@ -71,7 +130,12 @@ class SimulatorConfig(NotebookConfig):
 
     def provenance(self) -> str:
         """``reproduced`` at the paper's vocabulary, correct set, step size and length; else ``scaled-down``."""
-        paper = (paper_setup.SIM_VOCAB_SIZE, paper_setup.SIM_N_CORRECT, paper_setup.SIM_LEARNING_RATE, paper_setup.SIM_STEPS)
+        paper = (
+            paper_setup.SIM_VOCAB_SIZE,
+            paper_setup.SIM_N_CORRECT,
+            paper_setup.SIM_LEARNING_RATE,
+            paper_setup.SIM_STEPS,
+        )
         return "reproduced" if (self.vocab_size, self.n_correct, self.lr, self.steps) == paper else "scaled-down"
 
 
@@ -100,12 +164,19 @@ def axis_variants(cfg: SimulatorConfig) -> pd.DataFrame:
         for n, g in runs.groupby("N"):
             lo, hi = g["correct_mass"].min(), g["correct_mass"].max()
             worst = g["worst_drop"].min()
-            rows.append({
-                "variant": name, "N": n, "initial_mass": g["correct_mass"].iloc[0],
-                "final_mass": g["correct_mass"].iloc[-1], "min_mass": lo, "max_mass": hi, "worst_drop_over_run": worst,
-                "fits_mass_axis": bool(FIG3_MASS_RANGE[0] <= lo and hi <= FIG3_MASS_RANGE[1]),
-                "fits_worst_drop_axis": bool(worst >= FIG3_WORST_DROP_FLOOR),
-            })
+            rows.append(
+                {
+                    "variant": name,
+                    "N": n,
+                    "initial_mass": g["correct_mass"].iloc[0],
+                    "final_mass": g["correct_mass"].iloc[-1],
+                    "min_mass": lo,
+                    "max_mass": hi,
+                    "worst_drop_over_run": worst,
+                    "fits_mass_axis": bool(FIG3_MASS_RANGE[0] <= lo and hi <= FIG3_MASS_RANGE[1]),
+                    "fits_worst_drop_axis": bool(worst >= FIG3_WORST_DROP_FLOOR),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -156,22 +227,27 @@ def theory_runs(cfg: SimulatorConfig) -> pd.DataFrame:
     """Each rule of THEORY_RULES with Theorem 1's prediction recorded beside the measured dQ_pos each step."""
     frames = []
     for label, overrides in THEORY_RULES.items():
-        runs = simulate(cfg.settings(steps=cfg.theory_steps, track_theory=True, **overrides),
-                        cfg.theory_rollouts, cfg.seeds[:1])
+        runs = simulate(
+            cfg.settings(steps=cfg.theory_steps, track_theory=True, **overrides), cfg.theory_rollouts, cfg.seeds[:1]
+        )
         frames.append(runs[runs["step"] > 0].assign(update_rule=label))
     return pd.concat(frames, ignore_index=True)
 
 
 def theory_agreement(runs: pd.DataFrame) -> pd.DataFrame:
     """Per rule and N: how often the measured change has Theorem 1's sign, and their correlation."""
+
     def summarise(g: pd.DataFrame) -> pd.Series:
         meas, pred = g["delta_q_measured"], g["delta_q_theorem"]
-        return pd.Series({
-            "steps": len(g),
-            "sign_agreement_pct": 100.0 * float(np.mean(np.sign(meas) == np.sign(pred))),
-            "measured_negative_pct": 100.0 * float(np.mean(meas < 0)),
-            "predicted_negative_pct": 100.0 * float(np.mean(pred < 0)),
-            "correlation": float(np.corrcoef(meas, pred)[0, 1]),
-        })
+        return pd.Series(
+            {
+                "steps": len(g),
+                "sign_agreement_pct": 100.0 * float(np.mean(np.sign(meas) == np.sign(pred))),
+                "measured_negative_pct": 100.0 * float(np.mean(meas < 0)),
+                "predicted_negative_pct": 100.0 * float(np.mean(pred < 0)),
+                "correlation": float(np.corrcoef(meas, pred)[0, 1]),
+            }
+        )
+
     cols = ["delta_q_measured", "delta_q_theorem"]
     return runs.groupby(["update_rule", "N"], sort=False)[cols].apply(summarise).reset_index()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
-from brorl_lib.theory import formulas as theory
 from brorl_lib.core.plotting import PALETTE, new_figure
+from brorl_lib.theory import formulas as theory
 
 
 def plot_terms(terms: dict[str, float], title: str = "") -> plt.Figure:

@@ -22,7 +22,7 @@ DEFAULT_ZIPF_EXPONENT = 1.1  # our choice: close to Zipf's law for natural-langu
 
 @dataclass(frozen=True)
 class MassBalance:
-    """Every quantity of Theorem 1 for one sampled batch (paper-notes §1.1)."""
+    """Every quantity of Theorem 1 for one sampled batch (paper §2, Appendix C)."""
 
     q_pos: float  # total correct mass
     q_neg: float  # total incorrect mass (1 - q_pos, summed directly so it is never negative)
@@ -61,9 +61,7 @@ def check_rewards(r_c: float, r_w: float) -> None:
     check_range("r_wrong", r_w, high=0.0)
 
 
-def mass_balance(
-    p: np.ndarray, correct: np.ndarray, sampled: np.ndarray, r_c: float, r_w: float
-) -> MassBalance:
+def mass_balance(p: np.ndarray, correct: np.ndarray, sampled: np.ndarray, r_c: float, r_w: float) -> MassBalance:
     """Theorem 1's quantities from probabilities, the correct mask and the sampled mask."""
     p = np.asarray(p, dtype=np.float64)
     _check_batch(p, correct, sampled)
@@ -149,7 +147,7 @@ def delta_q_exact(p: np.ndarray, correct: np.ndarray, dz: np.ndarray) -> float:
 def proof_identities(
     p: np.ndarray, correct: np.ndarray, sampled: np.ndarray, r_c: float, r_w: float, eta: float, n: int
 ) -> dict[str, float]:
-    """Both sides of the two identities used in the proof (paper-notes §1.2)."""
+    """Both sides of the two identities used in the proof (paper Appendix C.1)."""
     mb = mass_balance(p, correct, sampled, r_c, r_w)
     dz = logit_update(p, correct, sampled, r_c, r_w, eta, n)
     scale = eta / n
@@ -189,7 +187,7 @@ def zipf_probabilities(vocab_size: int, exponent: float) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class Instance:
+class SampledBatch:
     """One random sampled batch for checking Theorem 1."""
 
     family: str
@@ -208,7 +206,7 @@ def random_instance(
     rollout_sizes: list[int],
     families: tuple[str, ...] = LOGIT_FAMILIES,
     zipf_exponent: float = DEFAULT_ZIPF_EXPONENT,
-) -> Instance:
+) -> SampledBatch:
     """Draw V, N, the logit family, a correct subset (1..V-1 tokens) and rewards R_c >= 0 >= R_w."""
     v = int(rng.choice(vocab_sizes))
     n = int(rng.choice(rollout_sizes))
@@ -219,10 +217,10 @@ def random_instance(
     correct[rng.choice(v, size=int(rng.integers(1, v)), replace=False)] = True
     # our choice: rewards uniform on [0, 2] and [-2, 0], covering the paper's (+1, -1)
     r_c, r_w = float(rng.uniform(0.0, 2.0)), float(-rng.uniform(0.0, 2.0))
-    return Instance(family, z, p, correct, sample_tokens(p, n, rng), n, r_c, r_w)
+    return SampledBatch(family, z, p, correct, sample_tokens(p, n, rng), n, r_c, r_w)
 
 
-def check_instance(inst: Instance, eta: float) -> dict[str, float]:
+def check_instance(inst: SampledBatch, eta: float) -> dict[str, float]:
     """Theorem 1 against the first-order change and the exact softmax change for one instance.
 
     Errors are relative to ``rounding_scale``, so they stay meaningful when the terms cancel.
@@ -255,7 +253,7 @@ def check_instance(inst: Instance, eta: float) -> dict[str, float]:
     }
 
 
-def error_vs_step_size(inst: Instance, etas: np.ndarray) -> dict[str, np.ndarray]:
+def error_vs_step_size(inst: SampledBatch, etas: np.ndarray) -> dict[str, np.ndarray]:
     """|exact - Theorem 1| for a range of step sizes; first order means it shrinks as eta^2."""
     mb = mass_balance(inst.p, inst.correct, inst.sampled, inst.r_c, inst.r_w)
     closed, err = [], []
@@ -309,8 +307,8 @@ def expected_unsampled_moment(p: np.ndarray, ns: np.ndarray, mask: np.ndarray | 
     return np.array([float(np.sum(p * p * np.exp(n * log1m))) for n in np.atleast_1d(ns)])
 
 
-def pass_at_k(q_pos: float | np.ndarray, k: int | np.ndarray) -> np.ndarray:
-    """pass@k = 1 - (1 - Q_pos)^k, strictly increasing in Q_pos (paper-notes §1.1)."""
+def pass_at_k_from_mass(q_pos: float | np.ndarray, k: int | np.ndarray) -> np.ndarray:
+    """pass@k = 1 - (1 - Q_pos)^k, strictly increasing in Q_pos (paper §2)."""
     return 1.0 - (1.0 - np.asarray(q_pos, float)) ** np.asarray(k, float)
 
 

@@ -8,8 +8,8 @@ import pandas as pd
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.patches import Patch
 
-from brorl_lib.paper import setup as paper_setup
 from brorl_lib.core.plotting import PALETTE, new_figure
+from brorl_lib.paper import setup as paper_setup
 
 CLASS_ORDER = ("sampled correct", "sampled incorrect", "unsampled correct", "unsampled incorrect")
 CLASS_COLOURS = dict(zip(CLASS_ORDER, (PALETTE[2], PALETTE[3], PALETTE[2], PALETTE[3])))
@@ -29,7 +29,9 @@ def figure2(tokens: pd.DataFrame, terms: pd.DataFrame, eta: float, n: int) -> pl
     ax_p = fig.add_subplot(grid[0, 0])
     ax_dp = fig.add_subplot(grid[1, 0], sharex=ax_p)
     ax_t = fig.add_subplot(grid[:, 1])
-    order = tokens.assign(rank=tokens["token_class"].map(CLASS_ORDER.index)).sort_values(["rank", "p"], ascending=[True, False])
+    order = tokens.assign(rank=tokens["token_class"].map(CLASS_ORDER.index)).sort_values(
+        ["rank", "p"], ascending=[True, False]
+    )
     x = np.arange(len(order))
     colours = order["token_class"].map(CLASS_COLOURS)
     hatches = ["" if s else "////" for s in order["sampled"]]
@@ -49,20 +51,39 @@ def figure2(tokens: pd.DataFrame, terms: pd.DataFrame, eta: float, n: int) -> pl
         idx = np.flatnonzero(order["token_class"].to_numpy() == cls)
         if idx.size:
             ax_p.axvline(idx[-1] + 0.5, color="0.7", lw=0.5)
-    handles = [Patch(facecolor=CLASS_COLOURS[c], hatch="" if c.startswith("sampled") else "////",
-                     alpha=1.0 if c.startswith("sampled") else 0.55, edgecolor="white", label=c) for c in CLASS_ORDER]
+    handles = [
+        Patch(
+            facecolor=CLASS_COLOURS[c],
+            hatch="" if c.startswith("sampled") else "////",
+            alpha=1.0 if c.startswith("sampled") else 0.55,
+            edgecolor="white",
+            label=c,
+        )
+        for c in CLASS_ORDER
+    ]
     ax_p.legend(handles=handles, loc="upper right", fontsize=6)
     vals = terms.set_index("term")["value"] * scale
     names = list(TERM_LABELS)
     y = np.arange(len(names))[::-1]
-    ax_t.barh(y, [vals[k] for k in names], color=[PALETTE[2] if vals[k] >= 0 else PALETTE[3] for k in names],
-              edgecolor=["none"] * 3 + ["0.1"])
+    ax_t.barh(
+        y,
+        [vals[k] for k in names],
+        color=[PALETTE[2] if vals[k] >= 0 else PALETTE[3] for k in names],
+        edgecolor=["none"] * 3 + ["0.1"],
+    )
     ax_t.axvline(0, color="0.2", lw=0.6)
     ax_t.set_yticks(y, [TERM_LABELS[k] for k in names], fontsize=6)
     ax_t.set_xlabel(r"contribution to $\Delta Q_{pos}$, $\times N/\eta$")
     for yi, k in zip(y, names):
-        ax_t.annotate(f"{vals[k]:+.2e}", (max(vals[k], 0.0), yi), xytext=(2, 0),
-                      textcoords="offset points", ha="left", va="center", fontsize=6)
+        ax_t.annotate(
+            f"{vals[k]:+.2e}",
+            (max(vals[k], 0.0), yi),
+            xytext=(2, 0),
+            textcoords="offset points",
+            ha="left",
+            va="center",
+            fontsize=6,
+        )
     ax_t.margins(x=0.35)
     ax_t.grid(False)
     ax_p.set_title(f"One sampled batch (V={len(tokens)}, N={n}); hatched: unsampled", loc="left")
@@ -74,8 +95,10 @@ def theorem1_check(checks: pd.DataFrame, study: pd.DataFrame) -> plt.Figure:
     """Left: relative errors over random instances. Right: exact-vs-closed gap against eta."""
     fig, (ax_h, ax_s) = new_figure("full", aspect=0.34, ncols=2)
     bins = np.linspace(-18, 0, 55)
-    for col, label, colour in (("rel_err_first_order", "vs first-order change", PALETTE[0]),
-                               ("rel_err_exact", r"vs exact softmax change ($\eta$ as set)", PALETTE[1])):
+    for col, label, colour in (
+        ("rel_err_first_order", "vs first-order change", PALETTE[0]),
+        ("rel_err_exact", r"vs exact softmax change ($\eta$ as set)", PALETTE[1]),
+    ):
         ax_h.hist(np.log10(checks[col].clip(lower=1e-18)), bins=bins, color=colour, alpha=0.75, label=label)
     ax_h.set_xlabel(r"$\log_{10}$ relative error of Theorem 1 (exact 0 shown at $-18$)")
     ax_h.set_ylabel("instances")
@@ -106,8 +129,13 @@ def lemma2_corollary3(lemma: pd.DataFrame, curves: pd.DataFrame) -> plt.Figure:
     ax_l.legend(fontsize=6)
     styles = {"all tokens": "-", "correct (U_pos,2)": "-", "incorrect (U_neg,2)": "--"}
     for i, ((dist, tokens), g) in enumerate(curves.groupby(["distribution", "tokens"], sort=False)):
-        ax_c.loglog(g["n_rollouts"], g["expected_u2"].clip(lower=1e-30), styles[tokens],
-                    color=PALETTE[min(i, 2)], label=f"{dist}: {tokens}")
+        ax_c.loglog(
+            g["n_rollouts"],
+            g["expected_u2"].clip(lower=1e-30),
+            styles[tokens],
+            color=PALETTE[min(i, 2)],
+            label=f"{dist}: {tokens}",
+        )
     for n in paper_setup.SIM_ROLLOUT_SIZES:
         ax_c.axvline(n, color="0.6", lw=0.5, ls=":")
     ax_c.set_ylim(1e-16, None)
@@ -128,7 +156,9 @@ def sign_map(grid: pd.DataFrame, points: pd.DataFrame) -> plt.Figure:
         d = np.sort(g["u_diff"].unique())
         z = g.pivot(index="u_diff", columns="s_r", values="scaled_delta_q").loc[d, s].to_numpy()
         lim = np.abs(z).max()
-        mesh = ax.pcolormesh(s, d, z, cmap=DIVERGING, norm=TwoSlopeNorm(0.0, -lim, lim), shading="auto", rasterized=True)
+        mesh = ax.pcolormesh(
+            s, d, z, cmap=DIVERGING, norm=TwoSlopeNorm(0.0, -lim, lim), shading="auto", rasterized=True
+        )
         if (z < 0).any():
             ax.contour(s, d, z, levels=[0.0], colors="k", linewidths=0.8)
         pt = points[points["n_rollouts"] == n].iloc[0]
@@ -142,7 +172,7 @@ def sign_map(grid: pd.DataFrame, points: pd.DataFrame) -> plt.Figure:
     return fig
 
 
-def pass_at_k(curves: pd.DataFrame) -> plt.Figure:
+def pass_at_k_vs_mass(curves: pd.DataFrame) -> plt.Figure:
     """pass@k = 1 - (1 - Q_pos)^k for several k."""
     fig, ax = new_figure("column")
     for i, (k, g) in enumerate(curves.groupby("k")):

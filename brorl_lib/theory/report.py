@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from brorl_lib.core.params import MAX_LIST_ITEMS, SEED_MAX, NotebookConfig, param
+from brorl_lib.core.validation import check_int
 from brorl_lib.paper import setup as paper_setup
 from brorl_lib.theory import formulas as theory
-from brorl_lib.core.params import NotebookConfig
-from brorl_lib.core.validation import check_int, check_int_list, check_positive
 
 # Our choices for the grids of the figures (not from the paper).
 LEMMA2_PROBABILITIES = (0.001, 0.01, 0.1)
@@ -26,31 +26,44 @@ ZIPF_EXPONENT = theory.DEFAULT_ZIPF_EXPONENT
 
 @dataclass(frozen=True)
 class TheoryConfig(NotebookConfig):
-    seed: int
-    n_instances: int
-    vocab_sizes: list
-    rollout_sizes: list
-    eta: float
-    r_correct: float
-    r_wrong: float
-    mc_trials: int
-    example_vocab_size: int
-    example_n_correct: int
-    example_n_rollouts: int
+    """Notebook 01's parameters. Upper bounds are our choice: far above the paper profile, small enough to
+    finish on a laptop (a batch costs about V numbers; Lemma 2 keeps mc_trials draws per point in memory)."""
 
-    def validate(self) -> None:
-        check_int("seed", self.seed, low=0)
-        check_int("n_instances", self.n_instances, low=1)
-        check_int_list("vocab_sizes", self.vocab_sizes, low=2, high=1_000_000)
-        check_int_list("rollout_sizes", self.rollout_sizes, low=1)
-        check_positive("eta", self.eta)
+    seed: int = param(0, "RNG seed for every random draw in this notebook", low=0, high=SEED_MAX)
+    n_instances: int = param(300, "random batches on which Theorem 1 is checked", low=1, high=100_000)
+    vocab_sizes: list[int] = param(
+        [10, 100, 1000, 10000, paper_setup.SIM_VOCAB_SIZE],
+        "vocabulary sizes V drawn from",
+        low=2,
+        high=1_000_000,
+        distinct=True,
+        max_items=MAX_LIST_ITEMS,
+    )
+    rollout_sizes: list[int] = param(
+        [1, 4, 16, 64, 512],
+        "rollout counts N drawn from",
+        low=1,
+        high=1_000_000,
+        distinct=True,
+        max_items=MAX_LIST_ITEMS,
+    )
+    eta: float = param(
+        1e-3, "step size of the logit update (the paper's simulator uses 1e-3)", low=0.0, low_open=True, high=10.0
+    )
+    r_correct: float = param(1.0, "reward R_c of a sampled correct token (Figure 2, sign map)", low=0.0, high=1e6)
+    r_wrong: float = param(-1.0, "reward R_w of a sampled incorrect token (Figure 2, sign map)", low=-1e6, high=0.0)
+    mc_trials: int = param(200000, "Monte Carlo trials per (p, N) point for Lemma 2", low=100, high=20_000_000)
+    example_vocab_size: int = param(40, "vocabulary of the Figure 2 batch", low=4, high=200)
+    example_n_correct: int = param(
+        12, "correct tokens in the Figure 2 batch, below example_vocab_size", low=1, high=199
+    )
+    example_n_rollouts: int = param(8, "N for the Figure 2 batch", low=1, high=100_000)
+
+    def check_together(self) -> None:
         theory.check_rewards(self.r_correct, self.r_wrong)
         if self.r_correct == self.r_wrong:
             raise ValueError("r_correct and r_wrong are both 0: allowed r_correct >= 0 >= r_wrong, not both 0")
-        check_int("mc_trials", self.mc_trials, low=100)
-        check_int("example_vocab_size", self.example_vocab_size, low=4, high=200)
         check_int("example_n_correct", self.example_n_correct, low=1, high=self.example_vocab_size - 1)
-        check_int("example_n_rollouts", self.example_n_rollouts, low=1)
 
     def rng(self, stream: int) -> np.random.Generator:
         """Independent generator per study, so changing one study's size leaves the others alone."""
@@ -131,7 +144,10 @@ def corollary3_curves() -> pd.DataFrame:
         ("simulator start", "incorrect (U_neg,2)"): theory.expected_unsampled_moment(p_sim, ns, ~correct),
     }
     return pd.concat(
-        [pd.DataFrame({"distribution": d, "tokens": t, "n_rollouts": ns, "expected_u2": y}) for (d, t), y in curves.items()],
+        [
+            pd.DataFrame({"distribution": d, "tokens": t, "n_rollouts": ns, "expected_u2": y})
+            for (d, t), y in curves.items()
+        ],
         ignore_index=True,
     )
 
@@ -157,7 +173,7 @@ def corollary3_monte_carlo(cfg: TheoryConfig, n_rollouts: int = 512, trials: int
     }
 
 
-def example_batch(cfg: TheoryConfig) -> tuple[theory.Instance, pd.DataFrame]:
+def example_batch(cfg: TheoryConfig) -> tuple[theory.SampledBatch, pd.DataFrame]:
     """A concrete sampled batch for Figure 2: Zipf probabilities, random correct subset, N draws."""
     rng = cfg.rng(5)
     v = cfg.example_vocab_size
@@ -165,26 +181,30 @@ def example_batch(cfg: TheoryConfig) -> tuple[theory.Instance, pd.DataFrame]:
     correct = np.zeros(v, dtype=bool)
     correct[rng.choice(v, size=cfg.example_n_correct, replace=False)] = True
     sampled = theory.sample_tokens(p, cfg.example_n_rollouts, rng)
-    inst = theory.Instance("zipf", np.log(p), p, correct, sampled, cfg.example_n_rollouts, cfg.r_correct, cfg.r_wrong)
+    inst = theory.SampledBatch(
+        "zipf", np.log(p), p, correct, sampled, cfg.example_n_rollouts, cfg.r_correct, cfg.r_wrong
+    )
     dz = theory.logit_update(p, correct, sampled, cfg.r_correct, cfg.r_wrong, cfg.eta, inst.n)
     token_class = np.select(
         [correct & sampled, ~correct & sampled, correct & ~sampled],
         ["sampled correct", "sampled incorrect", "unsampled correct"],
         "unsampled incorrect",
     )
-    tokens = pd.DataFrame({
-        "token": np.arange(v),
-        "p": p,
-        "correct": correct,
-        "sampled": sampled,
-        "token_class": token_class,
-        "delta_z": dz,
-        "delta_p_first_order": p * (dz - np.dot(p, dz)),
-    })
+    tokens = pd.DataFrame(
+        {
+            "token": np.arange(v),
+            "p": p,
+            "correct": correct,
+            "sampled": sampled,
+            "token_class": token_class,
+            "delta_z": dz,
+            "delta_p_first_order": p * (dz - np.dot(p, dz)),
+        }
+    )
     return inst, tokens
 
 
-def example_terms(inst: theory.Instance, eta: float) -> pd.DataFrame:
+def example_terms(inst: theory.SampledBatch, eta: float) -> pd.DataFrame:
     """Theorem 1's three terms and their sum for one batch, with the batch's statistics."""
     mb = theory.mass_balance(inst.p, inst.correct, inst.sampled, inst.r_c, inst.r_w)
     terms = theory.theorem1_terms(mb, inst.r_c, inst.r_w, eta, inst.n)
@@ -208,7 +228,7 @@ def expected_batch_stats(p: np.ndarray, correct: np.ndarray, n: int) -> dict[str
     }
 
 
-def sign_map(cfg: TheoryConfig, inst: theory.Instance) -> tuple[pd.DataFrame, pd.DataFrame]:
+def sign_map(cfg: TheoryConfig, inst: theory.SampledBatch) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(N/eta) * Delta Q_pos over S_R and U_pos,2 - U_neg,2, per N.
 
     For each N, Q_pos, A_2, B_2 and U_2 = U_pos,2 + U_neg,2 are their expected values under the
@@ -221,17 +241,34 @@ def sign_map(cfg: TheoryConfig, inst: theory.Instance) -> tuple[pd.DataFrame, pd
         e = expected_batch_stats(inst.p, inst.correct, n)
         u2 = e["u_pos2"] + e["u_neg2"]
         s, d = np.meshgrid(s_grid, np.linspace(-u2, u2, SIGN_MAP_GRID))
-        terms = theory.terms_from_stats(e["q_pos"], e["a2"], e["b2"], (u2 + d) / 2, (u2 - d) / 2, s, cfg.r_correct, cfg.r_wrong)
-        frames.append(pd.DataFrame({
-            "n_rollouts": n, "s_r": s.ravel(), "u_diff": d.ravel(), "u2": u2,
-            "scaled_delta_q": sum(terms.values()).ravel(),
-        }))
-        points.append({"n_rollouts": n, "s_r": cfg.r_correct * e["p_pos"] + cfg.r_wrong * e["p_neg"],
-                       "u_diff": e["u_pos2"] - e["u_neg2"], "u2": u2})
+        terms = theory.terms_from_stats(
+            e["q_pos"], e["a2"], e["b2"], (u2 + d) / 2, (u2 - d) / 2, s, cfg.r_correct, cfg.r_wrong
+        )
+        frames.append(
+            pd.DataFrame(
+                {
+                    "n_rollouts": n,
+                    "s_r": s.ravel(),
+                    "u_diff": d.ravel(),
+                    "u2": u2,
+                    "scaled_delta_q": sum(terms.values()).ravel(),
+                }
+            )
+        )
+        points.append(
+            {
+                "n_rollouts": n,
+                "s_r": cfg.r_correct * e["p_pos"] + cfg.r_wrong * e["p_neg"],
+                "u_diff": e["u_pos2"] - e["u_neg2"],
+                "u2": u2,
+            }
+        )
     return pd.concat(frames, ignore_index=True), pd.DataFrame(points)
 
 
 def pass_at_k_curves() -> pd.DataFrame:
     q = np.linspace(0.0, 1.0, 201)
-    return pd.concat([pd.DataFrame({"k": k, "q_pos": q, "pass_at_k": theory.pass_at_k(q, k)}) for k in PASS_AT_K],
-                     ignore_index=True)
+    return pd.concat(
+        [pd.DataFrame({"k": k, "q_pos": q, "pass_at_k": theory.pass_at_k_from_mass(q, k)}) for k in PASS_AT_K],
+        ignore_index=True,
+    )

@@ -49,7 +49,8 @@ def _general_latex() -> dict[str, str]:
         "update": rf"\Delta z_j = {sp.latex(eta / n * pj * (rj - s))}",
         "identity_all": r"\sum_{j=1}^{V} p_j \Delta z_j = "
         + sp.latex(eta / n * ((rc - s) * a2 + (rw - s) * b2 - s * u2)),
-        "identity_correct": r"\sum_{i \in \mathcal{P}} p_i \Delta z_i = " + sp.latex(eta / n * ((rc - s) * a2 - s * up2)),
+        "identity_correct": r"\sum_{i \in \mathcal{P}} p_i \Delta z_i = "
+        + sp.latex(eta / n * ((rc - s) * a2 - s * up2)),
         "theorem": r"\Delta Q_{pos} = " + sp.latex(theorem, order="none"),
     }
 

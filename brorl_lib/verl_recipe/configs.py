@@ -3,9 +3,10 @@
 Both arms share one ProRLv2-like base (paper §3.1): PPO-clip with clip-higher, token-mean loss,
 the REINFORCE++-baseline advantage, a KL loss to the reference policy, dynamic sampling
 (``algorithm.filter_groups``), truncated importance sampling, 16k responses. The BroRL paper gives
-none of these numbers; each constant below says where it comes from (paper-notes §7) or that it is
-our choice. The arms differ only in N, prompts per step, the PPO mini-batch size (the mini-batch
-*count* per step is the same) and the learning rate, scaled by sqrt(samples-per-step ratio).
+none of these numbers; each constant below says where it comes from
+(docs/prorl-background.md#values-the-brorl-paper-omits) or that it is our choice. The arms differ only in N,
+prompts per step, the PPO mini-batch size (the mini-batch *count* per step is the same) and the learning
+rate, scaled by sqrt(samples-per-step ratio).
 
 Composing against verl's config directory means a misspelt key fails here, as it would in
 ``python -m verl.trainer.main_ppo``; ``validate`` then runs verl's own ``validate_config``.
@@ -23,14 +24,15 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from brorl_lib.rlvr.algorithm import scaled_learning_rate
 from brorl_lib.core.validation import check_choice, check_int, check_positive
+from brorl_lib.paper import reported as paper
+from brorl_lib.paper.setup import scaled_learning_rate
 
 # The paper's arms (§4.2.1): rollouts per prompt N and prompts per RL step.
-PAPER_ARMS: dict[str, tuple[int, int]] = {"prorl": (16, 512), "brorl": (512, 128)}
+PAPER_ARMS: dict[str, tuple[int, int]] = {method.lower(): shape for method, shape in paper.arm_shapes().items()}
 BASE_ARM = "prorl"  # the learning rate is given for this arm and scaled for the other
 
-# --- values the BroRL paper omits (paper-notes §3.1, §7) ---
+# --- values the BroRL paper omits (paper §3.1; docs/prorl-background.md#values-the-brorl-paper-omits) ---
 BASE_LR = 1e-6  # ProRLv2 public recipe (OpenRLHF train_prorlv2_math: actor lr 1e-6); ProRL v1 used 2e-6
 PPO_MINI_BATCHES = 4  # ProRL v1: batch 256 prompts, mini-batch 64, so 4 updates per rollout step
 CLIP_LOW = 0.20  # ProRLv2 (Notion): epsilon_low
@@ -43,10 +45,10 @@ ROLLOUT_IS = "token"  # truncated importance sampling (paper §3.1): token-level
 ROLLOUT_IS_THRESHOLD = "0.5_5.0"  # ICE-POP bounds [0.5, 5.0] of NeMo RL prorlv2.yaml and OpenRLHF's ProRLv2 script
 FILTER_METRIC = "acc"  # dynamic sampling drops groups whose acc is all 0 or all 1 (DAPO; reward returns acc)
 TEMPERATURE = 1.2  # ProRL v1 rollout temperature; ProRLv2 does not state its own
-VAL_TEMPERATURE = 0.6  # BroRL App. D / ProRL evaluation: temperature 0.6
-VAL_TOP_P = 0.95  # BroRL App. D: top-p 0.95
-VAL_SAMPLES = 16  # BroRL App. D: pass@1 averaged over 16 samples (here at the 16k training length, not 32k)
-MAX_RESPONSE_LENGTH = 16384  # BroRL §4.2.1: context extended to 16,384 tokens
+VAL_TEMPERATURE: float = paper.setting("eval_temperature")  # BroRL App. D (as ProRL's evaluation)
+VAL_TOP_P: float = paper.setting("eval_top_p")  # BroRL App. D
+VAL_SAMPLES: int = paper.setting("eval_samples_per_instance")  # BroRL App. D (here at the training length, not 32k)
+MAX_RESPONSE_LENGTH: int = paper.setting("training_response_tokens")  # BroRL §4.2.1: the extended context
 MAX_PROMPT_LENGTH = 2048  # our choice: the longest default Reasoning Gym prompt is ~1.2k tokens
 TOKENS_PER_GPU = 2 * (MAX_PROMPT_LENGTH + MAX_RESPONSE_LENGTH)  # our choice: dynamic batches of 2 full sequences
 GPU_MEMORY_UTILIZATION = 0.8  # our choice: vLLM's share of GPU memory between training phases
@@ -75,8 +77,10 @@ class Arm:
         check_int(f"{self.name}_steps", self.steps, low=1)
         check_int("ppo_mini_batches", self.mini_batches, low=1)
         if self.prompts_per_step % self.mini_batches:
-            raise ValueError(f"{self.name}_prompts_per_step={self.prompts_per_step} is not allowed: it must be divisible "
-                             f"by ppo_mini_batches={self.mini_batches} (the same mini-batch count in both arms)")
+            raise ValueError(
+                f"{self.name}_prompts_per_step={self.prompts_per_step} is not allowed: it must be divisible "
+                f"by ppo_mini_batches={self.mini_batches} (the same mini-batch count in both arms)"
+            )
 
     @property
     def samples_per_step(self) -> int:
@@ -102,7 +106,7 @@ class Cluster:
     train_files: tuple[str, ...]
     val_files: tuple[str, ...]
     checkpoint_dir: str  # the arm's checkpoints go to <checkpoint_dir>/<arm>
-    nnodes: int = 8  # paper: 64 H100; 8 nodes x 8 is our reading (paper-notes §3.2)
+    nnodes: int = 8  # paper: 64 H100; 8 nodes x 8 is our reading (docs/reading-the-paper.md#hardware)
     n_gpus_per_node: int = 8
     run_name: str = "brorl-repro"
     base_lr: float = BASE_LR
@@ -121,8 +125,12 @@ class Cluster:
         check_int("seed", self.seed, low=0)
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", self.run_name):
             raise ValueError(f"run_name={self.run_name!r} is not allowed: use letters, digits, '_', '.', '-'")
-        for name, value in (("model_path", self.model_path), ("checkpoint_dir", self.checkpoint_dir),
-                            *(("train_files", f) for f in self.train_files), *(("val_files", f) for f in self.val_files)):
+        for name, value in (
+            ("model_path", self.model_path),
+            ("checkpoint_dir", self.checkpoint_dir),
+            *(("train_files", f) for f in self.train_files),
+            *(("val_files", f) for f in self.val_files),
+        ):
             if "'" in value or "\\" in value:
                 raise ValueError(f"{name}={value!r} is not allowed: no quotes or backslashes in paths")
 
@@ -258,6 +266,9 @@ def config_diff(configs: dict[str, object]) -> pd.DataFrame:
     """Keys whose values differ between the composed arms, one column per arm."""
     flat = {name: flatten(cfg) for name, cfg in configs.items()}
     keys = sorted(set().union(*flat.values()))
-    rows = [{"key": k, **{n: f.get(k) for n, f in flat.items()}} for k in keys
-            if len({yaml.safe_dump(f.get(k)) for f in flat.values()}) > 1]
+    rows = [
+        {"key": k, **{n: f.get(k) for n, f in flat.items()}}
+        for k in keys
+        if len({yaml.safe_dump(f.get(k)) for f in flat.values()}) > 1
+    ]
     return pd.DataFrame(rows, columns=["key", *configs])

@@ -1,4 +1,4 @@
-"""Training and validation data in verl's parquet schema (verl-notes §5), deterministic for a seed.
+"""Training and validation data in verl's parquet schema (docs/verl.md#training-data), deterministic for a seed.
 
 One row per prompt: ``data_source`` ("<family>.<name>", the reward function dispatches on the
 family), ``prompt`` (chat messages), ``ability`` (the family), ``reward_model`` ({"style": "rule",
@@ -10,8 +10,6 @@ only when asked for.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
 import zlib
@@ -21,6 +19,7 @@ import pandas as pd
 
 from brorl_lib.core import atomic
 from brorl_lib.core.validation import check_int
+from brorl_lib.tasks.generation import EntryRequest, generate
 from brorl_lib.verl_recipe.codec import encode_entry
 from brorl_lib.verl_recipe.tasks import available_tasks
 
@@ -32,14 +31,20 @@ EXTRA_KEYS = ("index", "split", "family", "task", "entry")
 RECORD_FIELDS = {"math": ("problem", "answer"), "stem": ("problem", "answer"), "code": ("problem", "tests")}
 LOCAL_SUFFIXES = (".json", ".jsonl", ".parquet")
 
-# Prompt suffixes. Math: the DeepScaleR/ProRL v1 instruction (paper-notes §7.1); Reasoning Gym: ProRL
-# puts answers in <answer> tags (§7.1), the wording is ours; STEM like math and code: our choice.
+# Prompt suffixes (docs/prorl-background.md#prorl-training-data-and-rewards). Math: the DeepScaleR/ProRL v1 instruction;
+# Reasoning Gym: ProRL puts answers in <answer> tags, the wording is ours; STEM like math and code: our choice.
 MATH_INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
 RG_INSTRUCTION = "Think step by step, then give only the final answer inside <answer></answer> tags."
-CODE_INSTRUCTION = ("Write a Python 3 program that reads standard input and writes standard output. "
-                    "Put the program in one ```python code block.")
-INSTRUCTIONS = {"reasoning_gym": RG_INSTRUCTION, "math": MATH_INSTRUCTION, "stem": MATH_INSTRUCTION,
-                "code": CODE_INSTRUCTION}
+CODE_INSTRUCTION = (
+    "Write a Python 3 program that reads standard input and writes standard output. "
+    "Put the program in one ```python code block."
+)
+INSTRUCTIONS = {
+    "reasoning_gym": RG_INSTRUCTION,
+    "math": MATH_INSTRUCTION,
+    "stem": MATH_INSTRUCTION,
+    "code": CODE_INSTRUCTION,
+}
 
 
 def data_source(family: str, name: str) -> str:
@@ -51,8 +56,9 @@ def split_source(source: str) -> tuple[str, str]:
     """("reasoning_gym", "countdown") from "reasoning_gym.countdown"; ValueError for an unknown family."""
     family, _, name = source.partition(".")
     if family not in FAMILIES or not name:
-        raise ValueError(f"data_source={source!r} is not allowed: expected '<family>.<name>' "
-                         f"with family in {list(FAMILIES)}")
+        raise ValueError(
+            f"data_source={source!r} is not allowed: expected '<family>.<name>' with family in {list(FAMILIES)}"
+        )
     return family, name
 
 
@@ -82,32 +88,55 @@ def check_tasks(tasks: list[str] | tuple[str, ...], name: str = "rg_tasks") -> N
         raise ValueError(f"{name}={list(tasks)} is not allowed: a task is listed twice")
 
 
-def reasoning_gym_rows(task: str, count: int, split: str, seed: int) -> list[dict]:
-    """``count`` rows of one task, generated locally by ``reasoning_gym.create_dataset``."""
-    import reasoning_gym
+def _rg_request(task: str, count: int, split: str, seed: int) -> EntryRequest:
+    return EntryRequest(task, count, task_seed(seed, task, split))
 
+
+def _rg_rows(task: str, entries: list[dict], split: str) -> list[dict]:
+    return [
+        _row(
+            "reasoning_gym",
+            task,
+            e["question"],
+            "" if e["answer"] is None else str(e["answer"]),
+            split,
+            i,
+            encode_entry(e),
+        )
+        for i, e in enumerate(entries)
+    ]
+
+
+def reasoning_gym_rows(task: str, count: int, split: str, seed: int) -> list[dict]:
+    """``count`` rows of one task, generated locally by ``brorl_lib.tasks.generation`` (hash seed 0)."""
     check_tasks([task], "task")
     check_int("count", count, low=0)
     if count == 0:
         return []
-    with contextlib.redirect_stdout(io.StringIO()):  # some generators (bf) print progress dots
-        ds = reasoning_gym.create_dataset(task, size=count, seed=task_seed(seed, task, split))
-        entries = list(ds)
-    return [_row("reasoning_gym", task, e["question"], "" if e["answer"] is None else str(e["answer"]), split, i,
-                 encode_entry(e)) for i, e in enumerate(entries)]
+    return _rg_rows(task, generate([_rg_request(task, count, split, seed)])[0], split)
 
 
-def reasoning_gym_frames(tasks: list[str], train_per_task: int, val_per_task: int,
-                         seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def reasoning_gym_frames(
+    tasks: list[str], train_per_task: int, val_per_task: int, seed: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Train and validation rows of every task; a training question equal to a validation one is dropped."""
     check_tasks(tasks)
     check_int("rg_train_per_task", train_per_task, low=0)
     check_int("rg_val_per_task", val_per_task, low=0)
+    counts = (("val", val_per_task), ("train", train_per_task))
+    asked = [(task, split, count) for task in tasks for split, count in counts if count > 0]
+    drawn = dict(
+        zip(
+            ((task, split) for task, split, _ in asked),
+            generate([_rg_request(task, count, split, seed) for task, split, count in asked]),
+            strict=True,
+        )
+    )
     train, val = [], []
     for task in tasks:
-        v = reasoning_gym_rows(task, val_per_task, "val", seed)
+        v = _rg_rows(task, drawn.get((task, "val"), []), "val")
         held_out = {r["prompt"][0]["content"] for r in v}
-        rows = reasoning_gym_rows(task, train_per_task, "train", seed)
+        rows = _rg_rows(task, drawn.get((task, "train"), []), "train")
         train += [r for r in rows if r["prompt"][0]["content"] not in held_out]
         val += v
     return _frame(train), _frame(val)
@@ -129,8 +158,10 @@ def load_records(source: str, family: str, param: str) -> pd.DataFrame:
     raises FileNotFoundError naming ``param``, the dataset, and how to supply a local copy.
     """
     fields = RECORD_FIELDS[family]
-    how = (f"supply a local JSON, JSONL or parquet file of records with fields {list(fields)} "
-           f"(e.g. download it on a machine with network access and set {param} to its path)")
+    how = (
+        f"supply a local JSON, JSONL or parquet file of records with fields {list(fields)} "
+        f"(e.g. download it on a machine with network access and set {param} to its path)"
+    )
     if is_local(source):
         path = Path(source).expanduser()
         if not path.is_file():
@@ -147,17 +178,22 @@ def load_records(source: str, family: str, param: str) -> pd.DataFrame:
 
             df = datasets.load_dataset(source, split="train").to_pandas()
         except Exception as err:  # noqa: BLE001 - no network, unknown id, gated dataset: all mean "missing"
-            raise FileNotFoundError(f"{param}={source!r}: the Hugging Face dataset {source} could not be loaded "
-                                    f"({type(err).__name__}); {how}") from None
+            raise FileNotFoundError(
+                f"{param}={source!r}: the Hugging Face dataset {source} could not be loaded "
+                f"({type(err).__name__}); {how}"
+            ) from None
     missing = [f for f in fields if f not in df.columns]
     if missing:
-        raise ValueError(f"{param}={source!r}: records lack fields {missing} (found {list(df.columns)}); "
-                         f"{family} records need {list(fields)}")
+        raise ValueError(
+            f"{param}={source!r}: records lack fields {missing} (found {list(df.columns)}); "
+            f"{family} records need {list(fields)}"
+        )
     return df
 
 
-def records_frames(source: str, family: str, train_count: int, val_count: int, seed: int,
-                   param: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+def records_frames(
+    source: str, family: str, train_count: int, val_count: int, seed: int, param: str
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Rows from a math/STEM/code dataset: shuffled with ``seed``, the first ``val_count`` held out,
     then ``train_count`` for training (0: all the rest). An empty ``source`` gives no rows. Rows are
     named by the records' ``data_source`` field where present (e.g. apps, taco), else by the dataset."""
@@ -180,9 +216,12 @@ def records_frames(source: str, family: str, train_count: int, val_count: int, s
         return tests if isinstance(tests, str) else json.dumps(tests)
 
     val_part = df.iloc[:val_count]
-    train_part = df.iloc[val_count:] if train_count == 0 else df.iloc[val_count:val_count + train_count]
+    train_part = df.iloc[val_count:] if train_count == 0 else df.iloc[val_count : val_count + train_count]
+
     def rows(part: pd.DataFrame, split: str) -> list[dict]:
-        return [_row(family, name(r), str(r["problem"]), truth(r), split, i) for i, (_, r) in enumerate(part.iterrows())]
+        return [
+            _row(family, name(r), str(r["problem"]), truth(r), split, i) for i, (_, r) in enumerate(part.iterrows())
+        ]
 
     train, val = rows(train_part, "train"), rows(val_part, "val")
     return _frame(train), _frame(val)
@@ -200,13 +239,16 @@ def check_schema(df: pd.DataFrame, name: str = "data") -> None:
             raise ValueError(f"{where}: data_source must be a string, found {src!r}")
         family, _ = split_source(src)
         msgs = list(prompt) if prompt is not None and not isinstance(prompt, (str, dict)) else None
-        if not msgs or any(not isinstance(m, dict) or set(m) != {"role", "content"} or not isinstance(m["content"], str)
-                           for m in msgs):
+        if not msgs or any(
+            not isinstance(m, dict) or set(m) != {"role", "content"} or not isinstance(m["content"], str) for m in msgs
+        ):
             raise ValueError(f"{where}: prompt must be a non-empty list of {{'role', 'content'}} chat messages")
         if ability != family:
             raise ValueError(f"{where}: ability={ability!r} must equal the data_source family {family!r}")
         if not isinstance(rm, dict) or rm.get("style") != "rule" or not isinstance(rm.get("ground_truth"), str):
-            raise ValueError(f"{where}: reward_model must be {{'style': 'rule', 'ground_truth': <str>}}, found {rm!r:.80}")
+            raise ValueError(
+                f"{where}: reward_model must be {{'style': 'rule', 'ground_truth': <str>}}, found {rm!r:.80}"
+            )
         if not isinstance(extra, dict) or any(k not in extra for k in EXTRA_KEYS):
             raise ValueError(f"{where}: extra_info must hold keys {list(EXTRA_KEYS)}")
         if family == "reasoning_gym" and not extra["entry"]:

@@ -1,4 +1,4 @@
-"""verl's file-logger JSONL (verl-notes §7) back into tidy DataFrames.
+"""verl's file-logger JSONL (docs/verl.md#file-logger) back into tidy DataFrames.
 
 A run of one arm lives in ``<runs>/<run>/<arm>/``: ``config.yaml`` (the resolved verl config) and
 ``logs/segment_000.jsonl``, ``segment_001.jsonl``, ... (one per launch: verl's file logger truncates
@@ -48,8 +48,19 @@ TRAIN_SCORE = "critic/score/mean"
 RESPONSE_LENGTH = "response_length/mean"
 VAL_METRIC = re.compile(r"^val-(?:core|aux)/(?P<source>.+)/(?P<var>[^/]+)/mean@(?P<n>\d+)$")
 SEGMENT_GLOB = "segment_*.jsonl"
-STEP_COLUMNS = ["step", "step_s", "hours", "kept_groups", "evicted_groups", "surplus_groups", "samples_step",
-                "samples", "pass_rate", "train_score", "response_length"]
+STEP_COLUMNS = [
+    "step",
+    "step_s",
+    "hours",
+    "kept_groups",
+    "evicted_groups",
+    "surplus_groups",
+    "samples_step",
+    "samples",
+    "pass_rate",
+    "train_score",
+    "response_length",
+]
 VAL_COLUMNS = ["step", "hours", "data_source", "family", "task", "var", "n", "value"]
 
 
@@ -68,7 +79,9 @@ def read_jsonl(path: str | Path) -> list[tuple[int, dict]]:
                 break
             raise ValueError(f"{path.name}: line {i + 1} is not JSON") from None
         if not isinstance(rec, dict) or "step" not in rec or not isinstance(rec.get("data"), dict):
-            raise ValueError(f"{path.name}: line {i + 1} is not a verl file-logger record {{'step': N, 'data': {{...}}}}")
+            raise ValueError(
+                f"{path.name}: line {i + 1} is not a verl file-logger record {{'step': N, 'data': {{...}}}}"
+            )
         out.append((int(rec["step"]), rec["data"]))
     return out
 
@@ -106,11 +119,19 @@ def steps_frame(merged: dict[int, dict], rollouts: int, prompts_per_step: int) -
         kept = prompts_per_step if trained else 0
         evicted, surplus = float(m.get(EVICTED, 0.0)), float(m.get(SURPLUS, 0.0))
         generated = kept + evicted + surplus
-        rows.append({"step": step, "step_s": float(m.get(STEP_TIME, 0.0)), "kept_groups": kept,
-                     "evicted_groups": evicted, "surplus_groups": surplus, "samples_step": generated * rollouts,
-                     "pass_rate": (kept + surplus) / generated if generated else float("nan"),
-                     "train_score": float(m.get(TRAIN_SCORE, float("nan"))),
-                     "response_length": float(m.get(RESPONSE_LENGTH, float("nan")))})
+        rows.append(
+            {
+                "step": step,
+                "step_s": float(m.get(STEP_TIME, 0.0)),
+                "kept_groups": kept,
+                "evicted_groups": evicted,
+                "surplus_groups": surplus,
+                "samples_step": generated * rollouts,
+                "pass_rate": (kept + surplus) / generated if generated else float("nan"),
+                "train_score": float(m.get(TRAIN_SCORE, float("nan"))),
+                "response_length": float(m.get(RESPONSE_LENGTH, float("nan"))),
+            }
+        )
     df = pd.DataFrame(rows, columns=[c for c in STEP_COLUMNS if c not in ("hours", "samples")])
     df.insert(2, "hours", df["step_s"].cumsum() / 3600.0)
     df.insert(7, "samples", df["samples_step"].cumsum())
@@ -128,9 +149,18 @@ def validation_frame(merged: dict[int, dict], steps: pd.DataFrame) -> pd.DataFra
                 continue
             source = match["source"]
             family, _, task = source.partition(".")
-            rows.append({"step": step, "hours": hours.get(step, 0.0), "data_source": source,
-                         "family": family if family in FAMILIES else "other", "task": task or source,
-                         "var": match["var"], "n": int(match["n"]), "value": float(value)})
+            rows.append(
+                {
+                    "step": step,
+                    "hours": hours.get(step, 0.0),
+                    "data_source": source,
+                    "family": family if family in FAMILIES else "other",
+                    "task": task or source,
+                    "var": match["var"],
+                    "n": int(match["n"]),
+                    "value": float(value),
+                }
+            )
     return pd.DataFrame(rows, columns=VAL_COLUMNS).drop_duplicates(["step", "data_source", "var", "n"], keep="last")
 
 
@@ -161,8 +191,16 @@ def read_run(arm_dir: str | Path) -> RunLog:
     segments = sorted((arm_dir / "logs").glob(SEGMENT_GLOB))
     merged = merge_segments(segments)
     steps = steps_frame(merged, rollouts, prompts)
-    return RunLog(arm_dir.parent.name, arm_dir.name, rollouts, prompts, response_length, len(segments), steps,
-                  validation_frame(merged, steps))
+    return RunLog(
+        arm_dir.parent.name,
+        arm_dir.name,
+        rollouts,
+        prompts,
+        response_length,
+        len(segments),
+        steps,
+        validation_frame(merged, steps),
+    )
 
 
 def find_runs(root: str | Path) -> list[RunLog]:
@@ -170,6 +208,7 @@ def find_runs(root: str | Path) -> list[RunLog]:
     root = Path(root)
     if not root.is_dir():
         return []
-    dirs = sorted(p.parent.parent for p in root.glob(f"*/*/logs/{SEGMENT_GLOB}")
-                  if (p.parent.parent / "config.yaml").is_file())
+    dirs = sorted(
+        p.parent.parent for p in root.glob(f"*/*/logs/{SEGMENT_GLOB}") if (p.parent.parent / "config.yaml").is_file()
+    )
     return [read_run(d) for d in dict.fromkeys(dirs)]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from brorl_lib.core.plotting import ARM_COLOURS, new_figure
 from brorl_lib.paper import reported as paper
-from brorl_lib.paper.plots import ARM_COLOURS, PAPER_FIG1_HOURS
-from brorl_lib.core.plotting import new_figure
+from brorl_lib.paper.setup import PAPER_FIG1_HOURS
 
 NO_RUNS = "no runs under data/runs/verl: reported values only"
 
@@ -25,8 +25,13 @@ def figure1(points: pd.DataFrame, have_runs: bool) -> plt.Figure:
     fig, axes = new_figure("full", aspect=0.32, ncols=len(domains))
     for ax, domain in zip(axes, domains):
         for (source, method), g in points[points["domain"] == domain].groupby(["source", "method"], sort=False):
-            ax.plot(g["hours"], g["score"], color=ARM_COLOURS.get(method, "0.3"), label=f"{method} ({source})",
-                    **_style(source))
+            ax.plot(
+                g["hours"],
+                g["score"],
+                color=ARM_COLOURS.get(method, "0.3"),
+                label=f"{method} ({source})",
+                **_style(source),
+            )
         ax.axvline(PAPER_FIG1_HOURS, color="0.6", lw=0.6, ls=":")
         ax.set_xlabel("Training Time (hours)")
         ax.set_ylabel(f"{domain} Score")
@@ -44,11 +49,24 @@ def figure4(points: pd.DataFrame) -> plt.Figure:
     for ax, (_, panel) in zip(axes.flat, panels.iterrows()):
         mine = points[points["task"] == panel["task"]]
         for (source, method), g in mine.groupby(["source", "method"], sort=False):
-            ax.plot(g["hours"], g["pass_at_1"], color=ARM_COLOURS.get(method, "0.3"), label=f"{method} ({source})",
-                    **_style(source))
+            ax.plot(
+                g["hours"],
+                g["pass_at_1"],
+                color=ARM_COLOURS.get(method, "0.3"),
+                label=f"{method} ({source})",
+                **_style(source),
+            )
         if mine.empty:
-            ax.text(0.5, 0.5, "no runs\n(the paper tabulates no values)", ha="center", va="center",
-                    transform=ax.transAxes, fontsize=6, color="0.4")
+            ax.text(
+                0.5,
+                0.5,
+                "no runs\n(the paper tabulates no values)",
+                ha="center",
+                va="center",
+                transform=ax.transAxes,
+                fontsize=6,
+                color="0.4",
+            )
             ax.set_xlim(0, PAPER_FIG1_HOURS)  # the paper's Figure 4 spans 0-140 h
         else:
             ax.legend(fontsize=5)

@@ -10,6 +10,7 @@ Figures and tables read every run found under ``data/runs/verl/`` and set it bes
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,96 +18,156 @@ import numpy as np
 import pandas as pd
 
 from brorl_lib.core import atomic
-from brorl_lib.paper import reported as paper
-from brorl_lib.core.params import NotebookConfig
+from brorl_lib.core.params import LEARNING_RATE, SEED_MAX, TEMPERATURE, NotebookConfig, param
 from brorl_lib.core.paths import BUILD_DIR, REPO_ROOT
-from brorl_lib.core.validation import check_choice, check_int, check_positive, check_type
+from brorl_lib.paper import reported as paper
 from brorl_lib.verl_recipe import configs, data, launch, logs, rewards
 from brorl_lib.verl_recipe.codec import decode_entry
-from brorl_lib.verl_recipe.tasks import FIGURE4_TASKS
+from brorl_lib.verl_recipe.tasks import DEFAULT_TASKS, FIGURE4_TASKS
 
 RUNS_DIR = REPO_ROOT / "data" / "runs" / "verl"  # where executed runs log (the notebook's declared inputs)
 PLAN_DIR = BUILD_DIR / "verl"  # where execute=False writes (ignored by git, never an input)
-PRORLV2_CHECKPOINT = "nvidia/Nemotron-Research-Reasoning-Qwen-1.5B"  # paper §4.2.1, revision main (paper-notes §8)
-PAPER_GPUS = 64  # paper §4.2.1: 64 H100
+# Paper §4.2.1: the ProRLv2 checkpoint, revision main (docs/prorl-background.md#released-checkpoints).
+PRORLV2_CHECKPOINT = "nvidia/Nemotron-Research-Reasoning-Qwen-1.5B"
+PAPER_GPUS: int = paper.setting("gpus")  # paper §4.2.1: H100s
 ARM_LABELS = {"prorl": "ProRL", "brorl": "BroRL"}  # arm -> Table 1's method name
 # Reward sanity cases for verl's MATH scorer + Math-Verify: (ground truth, response, expected score).
-MATH_CASES = ((r"\frac{1}{2}", r"So the answer is \boxed{\frac{1}{2}}.", 1.0),
-              (r"\frac{1}{2}", r"So the answer is \boxed{0.5}.", 1.0),
-              ("12", r"So the answer is \boxed{13}.", 0.0))
+MATH_CASES = (
+    (r"\frac{1}{2}", r"So the answer is \boxed{\frac{1}{2}}.", 1.0),
+    (r"\frac{1}{2}", r"So the answer is \boxed{0.5}.", 1.0),
+    ("12", r"So the answer is \boxed{13}.", 0.0),
+)
+
+
+MAX_ROLLOUTS = 16_384  # our bound on N per arm: 32x the paper's 512
+MAX_PROMPTS_PER_STEP = 65_536  # our bound: 128x the paper's 512
+PLAIN_PATH = {"pattern": r"[^'\\]*", "pattern_doc": "a path without quotes or backslashes (verl's overrides)"}
 
 
 @dataclass(frozen=True)
 class VerlTrainingConfig(NotebookConfig):
-    arms: list
-    prorl_rollouts: int
-    prorl_prompts_per_step: int
-    prorl_steps: int
-    brorl_rollouts: int
-    brorl_prompts_per_step: int
-    brorl_steps: int
-    ppo_mini_batches: int
-    base_lr: float
-    temperature: float
-    rg_tasks: list
-    rg_train_per_task: int
-    rg_val_per_task: int
-    math_dataset: str
-    stem_dataset: str
-    code_dataset: str
-    dataset_train_count: int
-    dataset_val_count: int
-    seed: int
-    nnodes: int
-    n_gpus_per_node: int
-    model_path: str
-    work_dir: str
-    run_name: str
-    test_freq: int
-    save_freq: int
-    execute: bool
+    """Notebook 05's parameters. Upper bounds are our choice: far beyond the paper's runs and cluster."""
 
-    def validate(self) -> None:
-        check_type("arms", self.arms, (list, tuple), "a non-empty list of arms")
-        if not self.arms:
-            raise ValueError("arms=[] is not allowed: choose one or more of ['prorl', 'brorl']")
-        for a in self.arms:
-            check_choice("arm", a, configs.PAPER_ARMS)
-        if len(set(self.arms)) != len(self.arms):
-            raise ValueError(f"arms={list(self.arms)} is not allowed: an arm is listed twice")
-        check_int("ppo_mini_batches", self.ppo_mini_batches, low=1)
-        self._all_arms()  # N >= 2, prompts a multiple of ppo_mini_batches, steps >= 1
-        check_positive("base_lr", self.base_lr)
-        check_positive("temperature", self.temperature)
-        data.check_tasks(self.rg_tasks)
-        check_int("rg_train_per_task", self.rg_train_per_task, low=0)
-        check_int("rg_val_per_task", self.rg_val_per_task, low=0)
-        for name in ("math_dataset", "stem_dataset", "code_dataset", "model_path", "work_dir", "run_name"):
-            check_type(name, getattr(self, name), str, "a string")
-        check_int("dataset_train_count", self.dataset_train_count, low=0)
-        check_int("dataset_val_count", self.dataset_val_count, low=0)
-        check_type("execute", self.execute, bool, "True or False")
-        self.cluster(("train.parquet",), ("val.parquet",))  # nnodes, GPUs, seed, frequencies, run_name, paths
+    arms: list[str] = param(
+        ["prorl", "brorl"],
+        "arms to build and (with execute) launch, in order",
+        choices=tuple(configs.PAPER_ARMS),
+        distinct=True,
+        max_items=len(configs.PAPER_ARMS),
+    )
+    prorl_rollouts: int = param(16, "ProRL arm: rollouts per prompt N (paper 16)", low=2, high=MAX_ROLLOUTS)
+    prorl_prompts_per_step: int = param(
+        512,
+        "ProRL arm: prompts per RL step (paper 512), a multiple of ppo_mini_batches",
+        low=1,
+        high=MAX_PROMPTS_PER_STEP,
+    )
+    prorl_steps: int = param(
+        535, "ProRL arm: RL steps to train (Table 1's longest ProRL row, +535)", low=1, high=100_000
+    )
+    brorl_rollouts: int = param(512, "BroRL arm: rollouts per prompt N (paper 512)", low=2, high=MAX_ROLLOUTS)
+    brorl_prompts_per_step: int = param(
+        128,
+        "BroRL arm: prompts per RL step (paper 128), a multiple of ppo_mini_batches",
+        low=1,
+        high=MAX_PROMPTS_PER_STEP,
+    )
+    brorl_steps: int = param(
+        191, "BroRL arm: RL steps to train (Table 1's longest BroRL row, +191)", low=1, high=100_000
+    )
+    ppo_mini_batches: int = param(
+        4, "PPO mini-batches per step, the same in both arms (ProRL v1: 256 prompts / 64)", low=1, high=1024
+    )
+    base_lr: float = param(
+        1e-6, "ProRL arm learning rate (ProRLv2 public recipe); BroRL's is scaled by √(samples ratio)", **LEARNING_RATE
+    )
+    temperature: float = param(1.2, "rollout sampling temperature (ProRL v1; ProRLv2 does not state it)", **TEMPERATURE)
+    rg_tasks: list[str] = param(
+        list(DEFAULT_TASKS),
+        "Reasoning Gym tasks: Figure 4's eight, then one per other Table 5 category",
+        nonempty=True,
+        distinct=True,
+        max_items=500,
+        item_doc="Reasoning Gym task names this recipe accepts (data.available_tasks)",
+    )
+    rg_train_per_task: int = param(
+        8, "training prompts generated per task (CPU check; a GPU run wants thousands)", low=0, high=100_000
+    )
+    rg_val_per_task: int = param(4, "held-out validation prompts per task (ProRL: 100)", low=0, high=10_000)
+    math_dataset: str = param(
+        "",
+        "math records (problem, answer): HF dataset id, e.g. "
+        "agentica-org/DeepScaleR-Preview-Dataset, or a local JSON/JSONL/parquet file; "
+        "empty for none",
+    )
+    stem_dataset: str = param("", "STEM records (problem, answer): HF dataset id or local file; empty for none")
+    code_dataset: str = param(
+        "", "code records (problem, tests with inputs/outputs): HF dataset id or local file; empty for none"
+    )
+    dataset_train_count: int = param(
+        0, "training rows taken from each of math/stem/code (0 takes all but the held-out ones)", low=0, high=10_000_000
+    )
+    dataset_val_count: int = param(64, "held-out validation rows from each of math/stem/code", low=0, high=1_000_000)
+    seed: int = param(0, "seed of data generation, shuffling and verl's data loader", low=0, high=SEED_MAX)
+    nnodes: int = param(8, "nodes in the Ray cluster (paper: 64 H100, 8 x 8 is our reading)", low=1, high=4096)
+    n_gpus_per_node: int = param(8, "GPUs per node", low=1, high=64)
+    model_path: str = param(
+        "",
+        "local directory of the ProRLv2 checkpoint "
+        "(nvidia/Nemotron-Research-Reasoning-Qwen-1.5B, revision main); required with execute",
+        **PLAIN_PATH,
+    )
+    work_dir: str = param(
+        "",
+        "shared folder every node sees, for training data and checkpoints; required with execute (empty: build/verl)",
+        **PLAIN_PATH,
+    )
+    run_name: str = param(
+        "brorl-repro",
+        "name of the run: folder data/runs/verl/<run_name> and verl experiment names",
+        pattern=r"[A-Za-z0-9_.-]+",
+        pattern_doc="a name of letters, digits, '_', '.' and '-'",
+    )
+    test_freq: int = param(10, "validate every this many steps (the points of Figures 1 and 4)", low=1, high=100_000)
+    save_freq: int = param(10, "save a checkpoint every this many steps (resume point)", low=1, high=100_000)
+    execute: bool = param(False, "False: build, validate and plan only; True: also launch the arms on this Ray cluster")
+
+    def check_together(self) -> None:
+        self._all_arms()  # each arm's prompts a multiple of ppo_mini_batches
+        data.check_tasks(self.rg_tasks)  # every task known to this recipe
+        self.cluster(("train.parquet",), ("val.parquet",))  # paths verl can take
         if self.execute:
             self._check_execute()
 
     def _check_execute(self) -> None:
         """What a launch needs, checked before anything is built (ValueError naming the parameter)."""
         if not self.model_path or not (Path(self.model_path).expanduser() / "config.json").is_file():
-            raise ValueError(f"model_path={self.model_path!r} is not allowed when execute=True: give a local directory "
-                             f"holding the starting checkpoint (config.json), e.g. `huggingface-cli download "
-                             f"{PRORLV2_CHECKPOINT} --revision main --local-dir <dir>`")
+            raise ValueError(
+                f"model_path={self.model_path!r} is not allowed when execute=True: give a local directory "
+                f"holding the starting checkpoint (config.json), e.g. `huggingface-cli download "
+                f"{PRORLV2_CHECKPOINT} --revision main --local-dir <dir>`"
+            )
         if not self.work_dir:
-            raise ValueError("work_dir='' is not allowed when execute=True: give a folder every node sees "
-                             "(training data and checkpoints, ~20 GB per checkpoint)")
+            raise ValueError(
+                "work_dir='' is not allowed when execute=True: give a folder every node sees "
+                "(training data and checkpoints, ~20 GB per checkpoint)"
+            )
         if self.rg_train_per_task * len(self.rg_tasks) + self.dataset_train_count == 0:
             raise ValueError("rg_train_per_task=0 and dataset_train_count=0: execute=True needs training prompts")
         launch.preflight(self.n_gpus_per_node)
 
     # --- derived settings ---
     def _all_arms(self) -> dict[str, configs.Arm]:
-        return {name: configs.Arm(name, getattr(self, f"{name}_rollouts"), getattr(self, f"{name}_prompts_per_step"),
-                                  getattr(self, f"{name}_steps"), self.ppo_mini_batches) for name in configs.PAPER_ARMS}
+        return {
+            name: configs.Arm(
+                name,
+                getattr(self, f"{name}_rollouts"),
+                getattr(self, f"{name}_prompts_per_step"),
+                getattr(self, f"{name}_steps"),
+                self.ppo_mini_batches,
+            )
+            for name in configs.PAPER_ARMS
+        }
 
     def arm_specs(self) -> list[configs.Arm]:
         """The selected arms, in the order given."""
@@ -132,11 +193,20 @@ class VerlTrainingConfig(NotebookConfig):
         local = Path(self.model_path).expanduser()
         # a local checkpoint as an absolute path; otherwise a Hugging Face id, which verl also loads
         model = str(local.resolve()) if self.model_path and local.exists() else self.model_path or PRORLV2_CHECKPOINT
-        return configs.Cluster(model_path=model, train_files=train_files, val_files=val_files,
-                               checkpoint_dir=str(self.work_path() / "checkpoints"), nnodes=self.nnodes,
-                               n_gpus_per_node=self.n_gpus_per_node, run_name=self.run_name, base_lr=self.base_lr,
-                               temperature=self.temperature, test_freq=self.test_freq, save_freq=self.save_freq,
-                               seed=self.seed)
+        return configs.Cluster(
+            model_path=model,
+            train_files=train_files,
+            val_files=val_files,
+            checkpoint_dir=str(self.work_path() / "checkpoints"),
+            nnodes=self.nnodes,
+            n_gpus_per_node=self.n_gpus_per_node,
+            run_name=self.run_name,
+            base_lr=self.base_lr,
+            temperature=self.temperature,
+            test_freq=self.test_freq,
+            save_freq=self.save_freq,
+            seed=self.seed,
+        )
 
 
 # --- data and rewards ---
@@ -145,8 +215,14 @@ def build_data(cfg: VerlTrainingConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     rg_train, rg_val = data.reasoning_gym_frames(cfg.rg_tasks, cfg.rg_train_per_task, cfg.rg_val_per_task, cfg.seed)
     train, val = [rg_train], [rg_val]
     for family in ("math", "stem", "code"):
-        t, v = data.records_frames(getattr(cfg, f"{family}_dataset"), family, cfg.dataset_train_count,
-                                   cfg.dataset_val_count, cfg.seed, f"{family}_dataset")
+        t, v = data.records_frames(
+            getattr(cfg, f"{family}_dataset"),
+            family,
+            cfg.dataset_train_count,
+            cfg.dataset_val_count,
+            cfg.seed,
+            f"{family}_dataset",
+        )
         train.append(t)
         val.append(v)
     frames = [pd.concat([f for f in fs if len(f)] or fs[:1], ignore_index=True) for fs in (train, val)]
@@ -176,18 +252,34 @@ def reward_checks(val: pd.DataFrame, math_verify: str = "inline") -> pd.DataFram
             ref = reference_response(r)
             if ref is None:
                 continue
-            score = lambda text: rewards.compute_score(source, text, gt, extra, math_verify=math_verify)
+
+            def score(text: str, source=source, gt=gt, extra=extra) -> dict:
+                return rewards.compute_score(source, text, gt, extra, math_verify=math_verify)
+
             right.append(score(ref)["score"])
             wrong.append(score("<answer>no idea</answer> \\boxed{no idea}")["score"])
             if r["ability"] == "reasoning_gym":  # the <answer> tags are Reasoning Gym's format (ProRL)
                 untagged.append(score(ref.replace("<answer>", "").replace("</answer>", ""))["score"])
-        rows.append({"data_source": source, "rows": len(g), "right": np.mean(right) if right else np.nan,
-                     "wrong": np.mean(wrong) if wrong else np.nan, "untagged": np.mean(untagged) if untagged else np.nan})
+        rows.append(
+            {
+                "data_source": source,
+                "rows": len(g),
+                "right": np.mean(right) if right else np.nan,
+                "wrong": np.mean(wrong) if wrong else np.nan,
+                "untagged": np.mean(untagged) if untagged else np.nan,
+            }
+        )
     for gt, response, expected in MATH_CASES:
         got = rewards.compute_score("math.sanity", response, gt, {}, math_verify=math_verify)["score"]
-        rows.append({"data_source": f"math.sanity {gt} vs {response.split('boxed')[-1][:-1]}", "rows": 1,
-                     "right": got if expected == 1 else np.nan, "wrong": got if expected == 0 else np.nan,
-                     "untagged": np.nan})
+        rows.append(
+            {
+                "data_source": f"math.sanity {gt} vs {response.split('boxed')[-1][:-1]}",
+                "rows": 1,
+                "right": got if expected == 1 else np.nan,
+                "wrong": got if expected == 0 else np.nan,
+                "untagged": np.nan,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -246,14 +338,26 @@ def plan_table(cfg: VerlTrainingConfig) -> pd.DataFrame:
         pass_rate = rates[paper_n]
         per_step = arm.samples_per_step / pass_rate
         hours = arm.steps * hours_per_step * arm.samples_per_step / (paper_n * paper_prompts) * PAPER_GPUS / gpus
-        rows.append({"arm": arm.name, "N": arm.rollouts, "prompts_per_step": arm.prompts_per_step,
-                     "kept_samples_per_step": arm.samples_per_step, "ppo_mini_batches": arm.mini_batches,
-                     "mini_batch_prompts": arm.mini_batch_prompts,
-                     "lr": configs.learning_rate(arm, cfg.base_arm, cfg.base_lr),
-                     "lr_ratio": configs.learning_rate(arm, cfg.base_arm, 1.0),
-                     "steps": arm.steps, "pass_rate_reported": pass_rate, "expected_samples_per_step": per_step,
-                     "expected_samples_k": arm.steps * per_step / 1000, "hours_per_step_reported": hours_per_step,
-                     "gpus": gpus, "expected_hours": hours, "expected_gpu_hours": hours * gpus})
+        rows.append(
+            {
+                "arm": arm.name,
+                "N": arm.rollouts,
+                "prompts_per_step": arm.prompts_per_step,
+                "kept_samples_per_step": arm.samples_per_step,
+                "ppo_mini_batches": arm.mini_batches,
+                "mini_batch_prompts": arm.mini_batch_prompts,
+                "lr": configs.learning_rate(arm, cfg.base_arm, cfg.base_lr),
+                "lr_ratio": configs.learning_rate(arm, cfg.base_arm, 1.0),
+                "steps": arm.steps,
+                "pass_rate_reported": pass_rate,
+                "expected_samples_per_step": per_step,
+                "expected_samples_k": arm.steps * per_step / 1000,
+                "hours_per_step_reported": hours_per_step,
+                "gpus": gpus,
+                "expected_hours": hours,
+                "expected_gpu_hours": hours * gpus,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -296,11 +400,20 @@ def table1_rows(runs: list[logs.RunLog]) -> pd.DataFrame:
             continue
         for _, s in scores.iloc[[0, -1]].drop_duplicates("step").iterrows():
             upto = run.steps[run.steps["step"] <= s["step"]]
-            rows.append({"method": ARM_LABELS.get(run.arm, run.arm), "n_rollouts": run.rollouts,
-                         "prompts_per_step": run.prompts_per_step, "steps": f"+{int(s['step'])}",
-                         "samples_k": float(upto["samples"].max() / 1000 if len(upto) else 0.0),
-                         "time_h": float(s["hours"]), "math_score": s["math_score"], "code_score": s["code_score"],
-                         "reasoning_gym_score": s["reasoning_gym_score"], "source": f"run {run.run}"})
+            rows.append(
+                {
+                    "method": ARM_LABELS.get(run.arm, run.arm),
+                    "n_rollouts": run.rollouts,
+                    "prompts_per_step": run.prompts_per_step,
+                    "steps": f"+{int(s['step'])}",
+                    "samples_k": float(upto["samples"].max() / 1000 if len(upto) else 0.0),
+                    "time_h": float(s["hours"]),
+                    "math_score": s["math_score"],
+                    "code_score": s["code_score"],
+                    "reasoning_gym_score": s["reasoning_gym_score"],
+                    "source": f"run {run.run}",
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -313,16 +426,24 @@ def table1_beside_paper(runs: list[logs.RunLog]) -> pd.DataFrame:
 
 def figure1_points(runs: list[logs.RunLog]) -> pd.DataFrame:
     """Score against hours per arm and domain: Table 1 (reported) and every run's validations."""
-    from brorl_lib.paper.report import figure1_data
 
-    rows = [figure1_data().assign(source="reported")]
+    rows = [paper.figure1_data().assign(source="reported")]
     for run in runs:
         s = _domain_scores(run.validation)
         for col, domain in (("math_score", "Math"), ("code_score", "Code"), ("reasoning_gym_score", "Reasoning Gym")):
             part = s[["hours", "step", col]].dropna()
-            rows.append(pd.DataFrame({"method": ARM_LABELS.get(run.arm, run.arm), "hours": part["hours"],
-                                      "domain": domain, "score": part[col], "steps": part["step"].map(lambda x: f"+{x}"),
-                                      "source": f"run {run.run}"}))
+            rows.append(
+                pd.DataFrame(
+                    {
+                        "method": ARM_LABELS.get(run.arm, run.arm),
+                        "hours": part["hours"],
+                        "domain": domain,
+                        "score": part[col],
+                        "steps": part["step"].map(lambda x: f"+{x}"),
+                        "source": f"run {run.run}",
+                    }
+                )
+            )
     return pd.concat(rows, ignore_index=True)
 
 
@@ -332,21 +453,41 @@ def figure4_points(runs: list[logs.RunLog]) -> pd.DataFrame:
     for run in runs:
         v = run.validation
         part = v[(v["var"] == "acc") & v["task"].isin([*FIGURE4_TASKS, "apps"])]
-        rows.append(pd.DataFrame({"task": part["task"], "method": ARM_LABELS.get(run.arm, run.arm), "hours": part["hours"],
-                                  "step": part["step"], "pass_at_1": part["value"], "source": f"run {run.run}"}))
+        rows.append(
+            pd.DataFrame(
+                {
+                    "task": part["task"],
+                    "method": ARM_LABELS.get(run.arm, run.arm),
+                    "hours": part["hours"],
+                    "step": part["step"],
+                    "pass_at_1": part["value"],
+                    "source": f"run {run.run}",
+                }
+            )
+        )
     cols = ["task", "method", "hours", "step", "pass_at_1", "source"]
     return pd.concat(rows, ignore_index=True)[cols] if rows else pd.DataFrame(columns=cols)
 
 
 def runs_summary(runs: list[logs.RunLog]) -> pd.DataFrame:
     """One line per arm run found: segments, last step, hours, samples, mean pass rate."""
-    return pd.DataFrame([{"run": r.run, "arm": r.arm, "N": r.rollouts, "prompts_per_step": r.prompts_per_step,
-                          "segments": r.segments, "last_step": int(r.steps["step"].max()) if len(r.steps) else 0,
-                          "hours": float(r.steps["hours"].max()) if len(r.steps) else 0.0,
-                          "samples_k": float(r.steps["samples"].max() / 1000) if len(r.steps) else 0.0,
-                          "pass_rate": float(r.steps["pass_rate"].mean())} for r in runs],
-                        columns=["run", "arm", "N", "prompts_per_step", "segments", "last_step", "hours", "samples_k",
-                                 "pass_rate"])
+    return pd.DataFrame(
+        [
+            {
+                "run": r.run,
+                "arm": r.arm,
+                "N": r.rollouts,
+                "prompts_per_step": r.prompts_per_step,
+                "segments": r.segments,
+                "last_step": int(r.steps["step"].max()) if len(r.steps) else 0,
+                "hours": float(r.steps["hours"].max()) if len(r.steps) else 0.0,
+                "samples_k": float(r.steps["samples"].max() / 1000) if len(r.steps) else 0.0,
+                "pass_rate": float(r.steps["pass_rate"].mean()),
+            }
+            for r in runs
+        ],
+        columns=["run", "arm", "N", "prompts_per_step", "segments", "last_step", "hours", "samples_k", "pass_rate"],
+    )
 
 
 def paper_steps(arm: str) -> int:
@@ -365,12 +506,16 @@ def last_trained_step(run: logs.RunLog) -> int:
 
 def at_paper_scale(run: logs.RunLog) -> bool:
     """The paper's N and prompts per step for the arm, its 16k response length, and at least ``paper_steps``."""
-    return (run.arm in configs.PAPER_ARMS and (run.rollouts, run.prompts_per_step) == configs.PAPER_ARMS[run.arm]
-            and run.max_response_length >= configs.MAX_RESPONSE_LENGTH and last_trained_step(run) >= paper_steps(run.arm))
+    return (
+        run.arm in configs.PAPER_ARMS
+        and (run.rollouts, run.prompts_per_step) == configs.PAPER_ARMS[run.arm]
+        and run.max_response_length >= configs.MAX_RESPONSE_LENGTH
+        and last_trained_step(run) >= paper_steps(run.arm)
+    )
 
 
 def runs_provenance(runs: list[logs.RunLog]) -> str:
-    """"reported" without runs; "reproduced" if every run is at the paper's scale (``at_paper_scale``:
+    """ "reported" without runs; "reproduced" if every run is at the paper's scale (``at_paper_scale``:
     batch shape, 16k responses, Table 1's step count for its arm); else "scaled-down" (e.g. a short smoke
     run at the paper's batch shape)."""
     if not runs:
@@ -394,3 +539,79 @@ def config_diff_table(prepared: Prepared) -> pd.DataFrame:
 def script_preview(script: Path, lines: int = 14) -> str:
     """The first ``lines`` of a launch script, the repository path shown as <repo>."""
     return "\n".join(script.read_text().splitlines()[:lines]).replace(str(REPO_ROOT), "<repo>")
+
+
+# --- evaluations of the arms' checkpoints: the paper's paired t-test (§4.2.2) ---
+BASELINE_EVAL_LABEL = "baseline-prorlv2-3k"  # evaluation label of the starting checkpoint (Table 1's Baseline)
+ARM_EVAL_LABEL = "{arm}-step{step}"  # evaluation label of an arm's checkpoint after ``step`` RL steps
+_ARM_EVAL = re.compile(r"^(?P<arm>prorl|brorl)-step(?P<step>\d+)$")
+TTEST_COLUMNS = ["source", "treatment", "control", "mean_difference", "t", "p", "n", "n_unpaired", "cohen_dz", "note"]
+
+
+def latest_arm_checkpoints(labels) -> dict[str, str]:
+    """arm -> the label (``ARM_EVAL_LABEL``) of its checkpoint with the most RL steps among ``labels``."""
+    best: dict[str, tuple[int, str]] = {}
+    for label in labels:
+        m = _ARM_EVAL.match(label)
+        if m and int(m["step"]) > best.get(m["arm"], (-1, ""))[0]:
+            best[m["arm"]] = (int(m["step"]), label)
+    return {arm: best[arm][1] for arm in configs.PAPER_ARMS if arm in best}
+
+
+def paired_test_table(results_dir: Path) -> pd.DataFrame:
+    """The paper's §4.2.2 test, one-tailed, BroRL > ProRL, on per-instance pass@1 pooled over every
+    instance: its reported statistics, then the same test (``evaluation.metrics.paired_comparison``) on
+    the latest evaluated checkpoint of each arm under ``results_dir`` when both arms have one.
+    Differences are in pass@1 (fractions)."""
+    from brorl_lib.evaluation import metrics
+    from brorl_lib.evaluation import results as res
+
+    stat = paper.load("ttest").set_index("statistic")["value"]
+    rows = [
+        {
+            "source": "reported",
+            "treatment": ARM_LABELS["brorl"],
+            "control": ARM_LABELS["prorl"],
+            "mean_difference": stat["mean_difference"],
+            "t": stat["t"],
+            "p": stat["p_one_tailed"],
+            "n": int(stat["n_instances_lower_bound"]),
+            "n_unpaired": pd.NA,
+            "cohen_dz": np.nan,
+            "note": f"n is a lower bound ('over 10,000'); final checkpoints at about {stat['training_hours']:g} h",
+        }
+    ]
+    arms = latest_arm_checkpoints(res.checkpoints(results_dir))
+    if len(arms) == len(configs.PAPER_ARMS):
+        results = res.load_results(results_dir, [arms["brorl"], arms["prorl"]])
+        test = metrics.paired_comparison(results, arms["brorl"], arms["prorl"], alternative="greater")
+        rows.append(
+            {
+                "source": "evaluated",
+                "treatment": arms["brorl"],
+                "control": arms["prorl"],
+                **{k: test[k] for k in ("mean_difference", "t", "p", "n", "n_unpaired", "cohen_dz")},
+                "note": "instances evaluated for both checkpoints",
+            }
+        )
+    return pd.DataFrame(rows, columns=TTEST_COLUMNS)
+
+
+def evaluated_arms_note(results_dir: Path) -> str:
+    """One line: which arms' checkpoints ``paired_test_table`` found under ``results_dir`` (or that none are)."""
+    from brorl_lib.evaluation import results as res
+
+    where = Path(results_dir)
+    shown = where.relative_to(REPO_ROOT) if where.is_relative_to(REPO_ROOT) else where
+    labels = res.checkpoints(where)
+    if not labels:
+        return f"no evaluated checkpoints under {shown}: the paired test is the paper's reported one only"
+    arms = latest_arm_checkpoints(labels)
+    missing = [a for a in configs.PAPER_ARMS if a not in arms]
+    if missing:
+        return (
+            f"{len(labels)} evaluated checkpoint(s) under {shown}, none of arm(s) {missing} (labels "
+            f"{ARM_EVAL_LABEL}, as recipes/brorl/evaluate.sh writes them): the paired test is the reported "
+            "one only"
+        )
+    return f"paired test of {arms['brorl']} against {arms['prorl']} (evaluated under {shown}) beside the reported one"
