@@ -98,10 +98,19 @@ def test_attack_harness_scores_a_successful_attack_as_a_pass():
 def test_cannot_write_outside_its_temp_folder(tmp_path):
     targets = [tmp_path / "escaped.txt", ROOT / f".sandbox-escape-{uuid.uuid4().hex}"]
     body = "\n".join(f"open({str(t)!r}, 'w').write('x')" for t in targets) + "\nok = True"
+    # A checkout under /tmp appears inside the sandbox only as the folder above its bound .venv, in the
+    # sandbox's own tmpfs: a write there lands in the private temp space, so only the host side is checked.
+    in_sandbox_tmp = [t for t in targets if Path("/tmp") in t.parents and t.parent != tmp_path]
     try:
         for t in targets:  # each on its own, so that one blocked path does not hide another
-            assert_held(attack(f"open({str(t)!r}, 'w').write('x')\nok = True"))
-        assert_held(attack(body))
+            code = attack(f"open({str(t)!r}, 'w').write('x')\nok = True")
+            if t in in_sandbox_tmp:
+                run_tests(code, ONE, FAST)
+            else:
+                assert_held(code)
+            assert not t.exists(), t
+        if not in_sandbox_tmp:
+            assert_held(attack(body))
         assert not any(t.exists() for t in targets)
     finally:
         for t in targets:
