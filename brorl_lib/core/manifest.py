@@ -1,27 +1,104 @@
-"""figures/MANIFEST.json: for every artifact file, where it came from, and whether it is stale."""
+"""figures/MANIFEST.json: for every artifact file, where it came from, and whether it is stale.
+
+The manifest holds only what the inputs determine (notebook, parameters, input hashes, provenance, caption,
+each file's SHA-256), so re-running unchanged inputs rewrites it byte for byte. Facts of one run (wall
+time, host, commit) go to the uncommitted run log (``core.run_log``).
+"""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from brorl_lib.core import atomic
 from brorl_lib.core.hashing import input_hashes, sha256_file
+from brorl_lib.core.paths import FIGURES_DIR
 from brorl_lib.core.registry import get_notebook
 
 MANIFEST_FILE = "MANIFEST.json"
 SCHEMA = 1
+INPUT_PARTS = ("notebook", "library", "parameters", "data")
+# what `status` and the pipeline read from an entry; other keys (artifact, provenance, caption, profile) are
+# written for the reader
+_ENTRY_FIELDS = {"notebook": str, "parameters": dict, "input_hash": str, "inputs": dict, "sha256": str}
+
+
+class ManifestError(ValueError):
+    """The manifest cannot be read or has the wrong shape; the message names the file and the fix."""
+
+
+def path_of(out_dir: Path) -> Path:
+    return Path(out_dir) / MANIFEST_FILE
+
+
+def shown(path: Path) -> str:
+    """``path`` as a user would type it here: relative to the working folder when inside it."""
+    rel = os.path.relpath(Path(path).resolve())
+    return rel if not rel.startswith("..") else str(path)
+
+
+def fix_hint(out_dir: Path) -> str:
+    """How to get a good manifest back, in one sentence."""
+    out = "" if Path(out_dir).resolve() == FIGURES_DIR.resolve() else f" --out {shown(out_dir)}"
+    return (
+        f"restore the committed copy (git checkout -- {shown(path_of(out_dir))}) or rebuild it by re-running "
+        f"every notebook (python -m brorl_lib reproduce{out})"
+    )
+
+
+def _shape_problem(data) -> str | None:
+    """What is wrong with the parsed JSON ``data`` as a manifest, or None."""
+    if not isinstance(data, dict):
+        return f"top level is a {type(data).__name__}, not an object"
+    if data.get("schema") != SCHEMA:
+        return f"schema is {data.get('schema')!r}, not {SCHEMA}"
+    artifacts = data.get("artifacts")
+    if not isinstance(artifacts, dict):
+        return f"'artifacts' is a {type(artifacts).__name__}, not an object"
+    for name, entry in artifacts.items():
+        if name in ("", ".", "..", MANIFEST_FILE) or "/" in name or "\\" in name:
+            return f"entry {name!r} is not the name of a file in the folder"
+        if not isinstance(entry, dict):
+            return f"entry {name!r} is a {type(entry).__name__}, not an object"
+        for key, kind in _ENTRY_FIELDS.items():
+            if not isinstance(entry.get(key), kind):
+                return f"entry {name!r}: {key!r} is missing or not a {kind.__name__}"
+        if not all(isinstance(entry["inputs"].get(k), str) for k in INPUT_PARTS):
+            return f"entry {name!r}: 'inputs' needs the hashes {list(INPUT_PARTS)}"
+    return None
+
+
+def exists(out_dir: Path) -> bool:
+    return path_of(out_dir).exists()
 
 
 def load(out_dir: Path) -> dict:
-    path = Path(out_dir) / MANIFEST_FILE
+    """The manifest in ``out_dir`` (an empty one if there is none); ``ManifestError`` if it is unreadable."""
+    path = path_of(out_dir)
     if not path.exists():
         return {"schema": SCHEMA, "artifacts": {}}
-    return json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ManifestError(f"{shown(path)} is unreadable ({type(err).__name__}: {err}); {fix_hint(out_dir)}") from None
+    problem = _shape_problem(data)
+    if problem:
+        raise ManifestError(f"{shown(path)} has the wrong shape ({problem}); {fix_hint(out_dir)}")
+    return data
 
 
 def save(out_dir: Path, manifest: dict) -> None:
-    atomic.write_text(Path(out_dir) / MANIFEST_FILE, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    atomic.write_text(path_of(out_dir), json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+
+
+def unrecorded(out_dir: Path, manifest: dict) -> list[str]:
+    """Files (and folders, with a trailing '/') in ``out_dir`` that no manifest entry names: no notebook made them."""
+    out_dir = Path(out_dir)
+    if not out_dir.is_dir():
+        return []
+    known = set(manifest["artifacts"]) | {MANIFEST_FILE}
+    return sorted(p.name + ("/" if p.is_dir() else "") for p in out_dir.iterdir() if p.name not in known)
 
 
 def files_of(manifest: dict, notebook: str) -> list[str]:
@@ -48,7 +125,8 @@ def file_problem(out_dir: Path, name: str, entry: dict) -> str | None:
 
 
 def stale(out_dir: Path) -> list[tuple[str, str]]:
-    """(file, reason) for every artifact that is missing, edited, or whose inputs changed."""
+    """(file, reason) for every artifact that is missing, edited, or whose inputs changed (``ManifestError`` if the
+    manifest is unreadable)."""
     out_dir = Path(out_dir)
     manifest = load(out_dir)
     current: dict[tuple[str, str], dict] = {}
@@ -68,7 +146,7 @@ def stale(out_dir: Path) -> list[tuple[str, str]]:
         if "error" in now:
             problems.append((name, f"cannot check inputs: {now['error']}"))
             continue
-        changed = [k for k in ("notebook", "library", "parameters", "data") if now[k] != entry["inputs"][k]]
+        changed = [k for k in INPUT_PARTS if now[k] != entry["inputs"][k]]
         if changed:
             problems.append((name, "inputs changed: " + ", ".join(changed)))
     return problems

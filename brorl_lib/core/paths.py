@@ -14,6 +14,8 @@ LIB_DIR = REPO_ROOT / "brorl_lib"
 
 # The pipeline points this at a staging folder; an interactive session writes to build/interactive.
 OUTPUT_DIR_ENV = "BRORL_OUTPUT_DIR"
+# "1": explore cells show their controls, "0": one static line (the pipeline sets 0); unset: decided by the kernel.
+INTERACTIVE_ENV = "BRORL_INTERACTIVE"
 
 
 def output_dir() -> Path:

@@ -2,7 +2,8 @@
 
 A run executes in a staging folder; only after the notebook succeeds are its files moved (each by
 an atomic rename) into the output folder and entered in its MANIFEST.json. A failed or timed-out
-run leaves the output folder as it was and names the failing notebook and cell.
+run leaves the output folder as it was and names the failing notebook and cell. Each run compares the
+bytes it made with those it replaces (``RunResult.changed``) and adds a line to build/run-log.jsonl.
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from brorl_lib.core import atomic, manifest
+from brorl_lib.core import atomic, manifest, run_log
 from brorl_lib.core.artifacts import read_record
 from brorl_lib.core.hashing import input_hashes, sha256_file
-from brorl_lib.core.paths import BUILD_DIR, FIGURES_DIR, OUTPUT_DIR_ENV, REPO_ROOT
+from brorl_lib.core.notebook_noise import strip_noise
+from brorl_lib.core.paths import BUILD_DIR, FIGURES_DIR, INTERACTIVE_ENV, OUTPUT_DIR_ENV
 from brorl_lib.core.profiles import Plan
 
-KERNEL = "python3"
 STATE_FILE = BUILD_DIR / "state.json"
 
 
@@ -40,25 +41,23 @@ class RunResult:
     status: str  # "ran" or "skipped"
     wall_time_s: float
     files: tuple[str, ...]
+    changed: tuple[str, ...] = ()  # files whose bytes differ from the ones they replaced
+    new: tuple[str, ...] = ()  # files that were not there before
+    removed: tuple[str, ...] = ()  # files of this notebook it no longer makes
 
-
-def git_commit() -> str:
-    """``git describe --always --dirty`` of the repository, or "unknown" outside git."""
-    try:
-        out = subprocess.run(
-            ["git", "describe", "--always", "--dirty", "--abbrev=12"],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return out.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    @property
+    def verified(self) -> bool:
+        """Ran, and wrote exactly the bytes that were there: the artifacts are reproduced."""
+        return self.status == "ran" and bool(self.files) and not (self.changed or self.new or self.removed)
 
 
 def _load_state() -> dict:
-    return json.loads(STATE_FILE.read_text()) if STATE_FILE.exists() else {}
+    """build/state.json (input hash of each notebook's last success here); a damaged one counts as empty."""
+    try:
+        state = json.loads(STATE_FILE.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    return state if isinstance(state, dict) else {}
 
 
 def _state_key(out_dir: Path, name: str) -> str:
@@ -77,9 +76,10 @@ def is_current(plan: Plan, out_dir: Path, hashes: dict[str, str]) -> bool:
 
 
 def _kernel_env() -> dict[str, str]:
-    """Environment for papermill's kernel: inline figures (no forced backend), fixed hash seed."""
+    """Environment for papermill's kernel: inline figures (no forced backend), fixed hash seed, explore cells
+    static (their committed output is one fixed line)."""
     drop = {OUTPUT_DIR_ENV, "MPLBACKEND"}
-    return {**{k: v for k, v in os.environ.items() if k not in drop}, "PYTHONHASHSEED": "0"}
+    return {**{k: v for k, v in os.environ.items() if k not in drop}, "PYTHONHASHSEED": "0", INTERACTIVE_ENV: "0"}
 
 
 def _failure_message(name: str, executed: Path) -> str:
@@ -104,19 +104,17 @@ def _failure_message(name: str, executed: Path) -> str:
 
 
 def _execute(plan: Plan, staging: Path, executed: Path, log_output: bool) -> int:
-    """papermill in a child process group, killed whole on timeout; returns its exit code."""
+    """papermill (``core.execute``) in a child process group, killed whole on timeout; returns its exit code."""
     params_file = staging / "parameters.yaml"
     params_file.write_text(yaml.safe_dump(plan.parameters))
     cmd = [
         sys.executable,
         "-m",
-        "papermill",
+        "brorl_lib.core.execute",
         str(plan.spec.path),
         str(executed),
-        "-f",
+        "--parameters",
         str(params_file),
-        "-k",
-        KERNEL,
         "--cwd",
         str(plan.spec.path.parent),
     ]
@@ -136,13 +134,48 @@ def _execute(plan: Plan, staging: Path, executed: Path, log_output: bool) -> int
     return rc
 
 
+def set_aside_damaged_manifest(out_dir: Path) -> Path | None:
+    """If ``out_dir``'s manifest is unreadable, move it to build/ (kept for a look) and return where it went."""
+    try:
+        manifest.load(out_dir)
+        return None
+    except manifest.ManifestError:
+        kept = BUILD_DIR / "damaged" / f"{Path(out_dir).resolve().name}-{manifest.MANIFEST_FILE}"
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(manifest.path_of(out_dir), kept)
+        return kept
+
+
+def _log(plan: Plan, out_dir: Path, hashes: dict, result: RunResult | None, error: str | None = None) -> None:
+    entry = {"notebook": plan.spec.name, "profile": plan.profile, "out": str(out_dir), "input_hash": hashes["input"]}
+    if result is None:
+        entry.update(status="failed", error=error)
+    else:
+        entry.update(
+            status=result.status,
+            wall_time_s=result.wall_time_s,
+            files=len(result.files),
+            changed=list(result.changed),
+            new=list(result.new),
+            removed=list(result.removed),
+        )
+    run_log.append(entry, BUILD_DIR / run_log.RUN_LOG.name)
+
+
 def run_notebook(plan: Plan, out_dir: Path = FIGURES_DIR, force: bool = False, log_output: bool = True) -> RunResult:
-    """Execute one planned notebook unless its inputs are unchanged since its last success."""
+    """Execute one planned notebook unless its inputs are unchanged since its last success here.
+
+    ``manifest.ManifestError`` (naming the file and the fix) if the output folder's manifest is unreadable:
+    ``set_aside_damaged_manifest`` first to rebuild it from the runs that follow.
+    """
     name = plan.spec.name
     out_dir = Path(out_dir)
     hashes = input_hashes(plan.spec, plan.parameters)
+    man = manifest.load(out_dir)  # an unreadable manifest stops the run here, before any work
     if not force and is_current(plan, out_dir, hashes):
-        return RunResult(name, "skipped", 0.0, tuple(manifest.files_of(manifest.load(out_dir), name)))
+        result = RunResult(name, "skipped", 0.0, tuple(manifest.files_of(man, name)))
+        _log(plan, out_dir, hashes, result)
+        return result
 
     staging = BUILD_DIR / "staging" / name
     shutil.rmtree(staging, ignore_errors=True)
@@ -155,11 +188,14 @@ def run_notebook(plan: Plan, out_dir: Path = FIGURES_DIR, force: bool = False, l
         failed = executed_dir / f"{name}.failed.ipynb"
         if partial.exists():
             os.replace(partial, failed)
-        raise NotebookFailed(_failure_message(name, failed))
+        message = _failure_message(name, failed)
+        _log(plan, out_dir, hashes, None, message)
+        raise NotebookFailed(message)
     wall = round(time.perf_counter() - start, 1)
-    os.replace(partial, executed_dir / f"{name}.ipynb")
+    executed = strip_noise(nbformat.read(partial, as_version=4))
+    atomic.write_text(executed_dir / f"{name}.ipynb", nbformat.writes(executed) + "\n")
+    partial.unlink()
 
-    commit = git_commit()
     entries = {}
     for record in read_record(staging):
         for fname in record["files"]:
@@ -172,15 +208,16 @@ def run_notebook(plan: Plan, out_dir: Path = FIGURES_DIR, force: bool = False, l
                 "parameters": plan.parameters,
                 "input_hash": hashes["input"],
                 "inputs": {k: v for k, v in hashes.items() if k != "input"},
-                "git_commit": commit,
-                "wall_time_s": wall,
                 "sha256": sha256_file(staging / fname),
             }
+    new = tuple(sorted(f for f in entries if not (out_dir / f).is_file()))
+    changed = tuple(sorted(f for f in entries if f not in new and sha256_file(out_dir / f) != entries[f]["sha256"]))
     out_dir.mkdir(parents=True, exist_ok=True)
     for fname in entries:
         os.replace(staging / fname, out_dir / fname)
     man = manifest.load(out_dir)
-    for gone in manifest.replace_notebook(man, name, entries):
+    removed = tuple(manifest.replace_notebook(man, name, entries))
+    for gone in removed:
         (out_dir / gone).unlink(missing_ok=True)
     manifest.save(out_dir, man)
 
@@ -188,16 +225,15 @@ def run_notebook(plan: Plan, out_dir: Path = FIGURES_DIR, force: bool = False, l
     state[_state_key(out_dir, name)] = hashes["input"]
     atomic.write_text(STATE_FILE, json.dumps(state, indent=2, sort_keys=True))
     shutil.rmtree(staging, ignore_errors=True)
-    return RunResult(name, "ran", wall, tuple(sorted(entries)))
+    result = RunResult(name, "ran", wall, tuple(sorted(entries)), changed, new, removed)
+    _log(plan, out_dir, hashes, result)
+    return result
 
 
 def strip_run_metadata(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """Remove papermill's timestamps so a re-executed notebook diffs only where outputs change."""
-    nb.metadata.pop("papermill", None)
-    for cell in nb.cells:
-        cell.metadata.pop("papermill", None)
-        cell.metadata.pop("execution", None)
-    return nb
+    """Remove papermill's timestamps, progress bars and random widget ids (``notebook_noise.strip_noise``), so
+    a re-executed notebook diffs only where outputs change."""
+    return strip_noise(nb)
 
 
 def write_parameters_cell(path: Path, source: str) -> bool:
@@ -217,7 +253,7 @@ def refresh_notebook(path: Path, log_output: bool = False) -> None:
     """Re-execute a committed notebook in place with its own defaults (what nbval checks)."""
     tmp = BUILD_DIR / "refresh" / path.name
     tmp.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "papermill", str(path), str(tmp), "-k", KERNEL, "--cwd", str(path.parent)]
+    cmd = [sys.executable, "-m", "brorl_lib.core.execute", str(path), str(tmp), "--cwd", str(path.parent)]
     if log_output:
         cmd.append("--log-output")
     subprocess.run(cmd, check=True, env=_kernel_env())

@@ -1,4 +1,8 @@
-"""One publication style for every figure, and ``save_figure`` (PDF + PNG + CSV, byte-stable)."""
+"""One publication style for every figure, and ``save_figure`` (PDF + PNG + CSV, byte-stable).
+
+Figure functions are wrapped in ``core.precision.rounded_inputs`` and ``save_figure`` writes the CSV from
+``core.precision.rounded``: the figure and its CSV hold the same numbers, rounded far above last-bit noise.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import pandas as pd
 from brorl_lib.core import atomic
 from brorl_lib.core.artifacts import Saved, check_artifact, record_artifact
 from brorl_lib.core.paths import output_dir
+from brorl_lib.core.precision import rounded
 
 # Okabe & Ito (2008) colour-blind safe palette, black last.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
@@ -71,7 +76,8 @@ def stamp_provenance(fig: mpl.figure.Figure, provenance: str) -> None:
 
 
 def save_figure(fig: mpl.figure.Figure, name: str, *, provenance: str, data: pd.DataFrame, caption: str) -> Saved:
-    """Write ``name``.pdf/.png (fixed metadata: same data, same bytes) and the data as ``name``.csv.
+    """Write ``name``.pdf/.png (fixed metadata: same data, same bytes) and the data as ``name``.csv, its floats
+    rounded by ``core.precision.rounded`` (10 significant digits unless the frame declares otherwise).
 
     The provenance class is stamped on the figure and recorded with the caption for the manifest.
     """
@@ -81,5 +87,5 @@ def save_figure(fig: mpl.figure.Figure, name: str, *, provenance: str, data: pd.
     files = [out / f"{name}.pdf", out / f"{name}.png", out / f"{name}.csv"]
     atomic.write_with(files[0], lambda t: fig.savefig(t, format="pdf", metadata=_PDF_METADATA))
     atomic.write_with(files[1], lambda t: fig.savefig(t, format="png", metadata=_PNG_METADATA))
-    atomic.write_text(files[2], data.to_csv(index=False, lineterminator="\n"))
+    atomic.write_text(files[2], rounded(data).to_csv(index=False, lineterminator="\n"))
     return record_artifact(name, files, provenance, caption)

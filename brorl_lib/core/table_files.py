@@ -7,15 +7,18 @@ import pandas as pd
 from brorl_lib.core import atomic
 from brorl_lib.core.artifacts import PROVENANCE, Saved, check_artifact, record_artifact
 from brorl_lib.core.paths import output_dir
+from brorl_lib.core.precision import rounded
 
 
 def save_table(df: pd.DataFrame, name: str, *, provenance: str, caption: str, float_format: str = "{:.4g}") -> Saved:
     """Write ``name``.md, ``name``.tex and ``name``.csv; the caption states the provenance class.
 
-    Markdown and LaTeX show floats with ``float_format`` and a missing value as "-" (as the paper
-    does); the CSV keeps full precision and empty cells.
+    Floats are first rounded by ``core.precision.rounded`` (10 significant digits unless the frame declares
+    otherwise; the paper's own numbers pass unchanged). Markdown and LaTeX show them with ``float_format``
+    and a missing value as "-" (as the paper does); the CSV holds the rounded values and empty cells.
     """
     check_artifact(name, provenance)
+    df = rounded(df)
     full_caption = f"{caption} [{PROVENANCE[provenance]}]"
     fmt = float_format.format
     shown = df.apply(

@@ -2,4 +2,5 @@
 
 from brorl_lib.evaluation.cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # vLLM starts its engine in a spawned process, which imports this module again
+    raise SystemExit(main())

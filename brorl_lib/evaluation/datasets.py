@@ -213,6 +213,8 @@ def _math_instance(bench: Benchmark, row: Mapping, index: int) -> BenchmarkInsta
 
 def _code_tests(raw: Any) -> dict:
     tests = json.loads(raw) if isinstance(raw, str) else dict(raw)
+    if tests.get("inputs") is None and isinstance(tests.get("outputs"), list):  # no stdin given: empty input
+        tests["inputs"] = [None] * len(tests["outputs"])
     if (
         not isinstance(tests.get("inputs"), list)
         or not isinstance(tests.get("outputs"), list)
@@ -251,10 +253,10 @@ def _code_instance(bench: Benchmark, row: Mapping, index: int) -> BenchmarkInsta
 
 
 def _read_local(path: Path) -> list[dict]:
-    if path.suffix == ".parquet":
-        import pandas as pd
+    if path.suffix == ".parquet":  # as plain Python values: lists stay lists (pandas would give numpy arrays)
+        import pyarrow.parquet as pq
 
-        return pd.read_parquet(path).to_dict("records")
+        return pq.read_table(path).to_pylist()
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".jsonl":
         return [json.loads(line) for line in text.splitlines() if line.strip()]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from brorl_lib.core.validation import check_int, check_range, check_type
+from brorl_lib.core.validation import check_int, check_positive, check_range, check_type
 from brorl_lib.paper.reported import setting
 
 SAMPLES_PER_INSTANCE: int = setting("eval_samples_per_instance")  # Appendix D: samples per instance
@@ -20,7 +20,8 @@ MAX_RESPONSE_TOKENS: int = setting("eval_context_tokens")  # Appendix D "32k con
 # Not in the paper: ProRL's "100 held-out samples per task" (docs/prorl-background.md#prorl-evaluation).
 RG_INSTANCES_PER_TASK = 100
 # Bumped whenever a prompt template or answer extraction changes, so old results are not mixed in.
-PROMPT_VERSION = 1
+# 2: math answers are the last boxed answer, with percent signs and upright e read as math-verify reads them.
+PROMPT_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -31,19 +32,24 @@ class SamplingParams:
     """
 
     n: int = SAMPLES_PER_INSTANCE  # responses per prompt
-    temperature: float = TEMPERATURE  # softmax temperature, > 0 (no greedy decoding here)
+    temperature: float = TEMPERATURE  # softmax temperature, > 0; 0: greedy decoding (top_p unused)
     top_p: float = TOP_P  # nucleus mass, in (0, 1]
     max_tokens: int = MAX_RESPONSE_TOKENS  # response length cap, in tokens
 
     def __post_init__(self) -> None:
         check_int("samples (n)", self.n, low=1)
-        check_type("temperature", self.temperature, (int, float), "a number > 0")
-        if not self.temperature > 0:
-            raise ValueError(f"temperature={self.temperature!r} is not allowed: must be > 0")
+        check_type("temperature", self.temperature, (int, float), "a number > 0, or 0 for greedy decoding")
+        if self.temperature != 0:
+            check_positive("temperature", self.temperature)  # finite too: inf would sample uniformly
         check_range("top_p", self.top_p, low=0.0, high=1.0)
         if self.top_p == 0:
             raise ValueError("top_p=0 is not allowed: must be in (0, 1]")
         check_int("max_tokens", self.max_tokens, low=1)
+
+    @property
+    def greedy(self) -> bool:
+        """Greedy decoding (temperature 0): every one of the ``n`` responses is the most likely one."""
+        return self.temperature == 0
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -6,14 +6,23 @@ A row holds ``checkpoint, benchmark, domain, task, instance_id, sample, score, c
 response_tokens, finish_reason`` and, unless switched off, ``response``. All samples of an instance
 are appended together and flushed to disk, so an interrupted evaluation leaves whole instances plus
 at most one cut line, which ``repair`` drops before a resumed run continues.
+
+Reading trusts nothing: a line that is not a row as ``evaluate`` writes it (``valid_row``: cut, not
+JSON, not UTF-8, a JSON value that is no object, missing or mistyped columns, another checkpoint's or
+benchmark's row) is skipped and counted in a ``ResultsWarning``; resuming drops it from the file and
+evaluates its instance again, so a resumed run ends with the rows of an uninterrupted one. A ``run.json``
+that cannot be read as a record of settings raises ``DamagedResults`` naming the file.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
+import warnings
 from collections.abc import Iterable, Sequence
+from numbers import Real
 from pathlib import Path
 
 import pandas as pd
@@ -57,17 +66,63 @@ def results_path(results_dir: Path, checkpoint: str, benchmark: str) -> Path:
     return Path(results_dir) / check_label(checkpoint) / f"{benchmark}.jsonl"
 
 
+class ResultsWarning(UserWarning):
+    """Lines of a results file were skipped: they are not result rows."""
+
+
+class DamagedResults(RuntimeError):
+    """A results folder's ``run.json`` cannot be read as the record of a run."""
+
+
+_TEXT_COLUMNS = ("checkpoint", "benchmark", "domain", "task", "instance_id", "finish_reason")
+
+
+def valid_row(row, checkpoint: str, benchmark: str) -> bool:
+    """``row`` is a result row of ``checkpoint`` on ``benchmark`` as ``evaluate`` writes it: a JSON object with
+    every column of ``COLUMNS``, text columns strings, ``sample`` and ``response_tokens`` integers >= 0,
+    ``score`` a number in [0, 1], ``correct`` a bool, and ``response``, when present, a string."""
+    if not isinstance(row, dict) or any(c not in row for c in COLUMNS):
+        return False
+    counts = (row["sample"], row["response_tokens"])
+    return (
+        all(isinstance(row[c], str) for c in _TEXT_COLUMNS)
+        and (row["checkpoint"], row["benchmark"]) == (checkpoint, benchmark)
+        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts)
+        and isinstance(row["score"], Real)
+        and not isinstance(row["score"], bool)
+        and math.isfinite(row["score"])
+        and 0 <= row["score"] <= 1
+        and isinstance(row["correct"], bool)
+        and isinstance(row.get("response", ""), str)
+    )
+
+
 def read_rows(path: Path) -> list[dict]:
-    """Rows of one results file; a cut (unparseable) line is skipped."""
+    """The result rows of one file (``<checkpoint>/<benchmark>.jsonl``), in order; lines that are not rows
+    (``valid_row``) are skipped, and counted in a ``ResultsWarning``."""
     path = Path(path)
     if not path.exists():
         return []
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
+    rows, skipped = [], []
+    for number, line in enumerate(path.read_bytes().splitlines(), start=1):
+        if not line.strip():
             continue
+        try:
+            row = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            row = None
+        if valid_row(row, path.parent.name, path.stem):
+            rows.append(row)
+        else:
+            skipped.append(number)
+    if skipped:
+        shown = ", ".join(map(str, skipped[:10])) + (", ..." if len(skipped) > 10 else "")
+        warnings.warn(
+            f"{path}: skipped {len(skipped)} line(s) that are not result rows (line {shown}): a cut last line of "
+            f"an interrupted run, or a damaged file; resuming evaluates their instances again",
+            ResultsWarning,
+            stacklevel=2,
+        )
     return rows
 
 
@@ -80,9 +135,13 @@ def finished_instances(rows: Iterable[dict], samples: int) -> set[str]:
     return {iid for iid, got in seen.items() if want <= got}
 
 
-def repair(path: Path, samples: int) -> set[str]:
-    """Keep only whole instances (and one row per sample) in ``path``; returns their ids."""
+def repair(path: Path, samples: int, instance_ids: Iterable[str] | None = None) -> set[str]:
+    """Keep only whole instances (and one row per sample) in ``path``, of ``instance_ids`` when given (the
+    benchmark's instances: rows of others are foreign); returns their ids."""
     rows = read_rows(path)
+    if instance_ids is not None:
+        wanted = set(instance_ids)
+        rows = [r for r in rows if r["instance_id"] in wanted]
     done = finished_instances(rows, samples)
     kept, seen = [], set()
     for r in rows:
@@ -90,7 +149,7 @@ def repair(path: Path, samples: int) -> set[str]:
         if r["instance_id"] in done and int(r["sample"]) < samples and key not in seen:
             seen.add(key)
             kept.append(r)
-    if path.exists() and len(kept) != len(path.read_text(encoding="utf-8").splitlines()):
+    if path.exists() and len(kept) != len(path.read_bytes().splitlines()):
         atomic.write_text(path, "".join(json.dumps(r) + "\n" for r in kept))
     return done
 
@@ -105,8 +164,45 @@ def append_rows(path: Path, rows: Sequence[dict]) -> None:
 
 
 def read_run_info(results_dir: Path, checkpoint: str) -> dict | None:
+    """The record of ``checkpoint``'s evaluation runs (``run.json``), or None when there is none; raises
+    ``DamagedResults`` naming the file when it is not such a record (cut, not JSON, another shape)."""
     path = Path(results_dir) / check_label(checkpoint) / RUN_INFO
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    if not path.exists():
+        return None
+    try:
+        info = json.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        problem = f"it is not UTF-8 JSON ({type(e).__name__}: {e})"
+    else:
+        problem = _run_info_problem(info)
+    if problem is not None:
+        raise DamagedResults(
+            f"{path} is damaged: {problem}. It records the settings the results beside it were made with, so "
+            f"they can be neither resumed nor tabled without it: restore it (e.g. from a backup or version "
+            f"control), or move the folder {path.parent} away and evaluate again"
+        )
+    return info
+
+
+def _run_info_problem(info) -> str | None:
+    """What makes ``info`` no record of runs as ``evaluation.run`` writes it, or None."""
+    if not isinstance(info, dict):
+        return f"it holds a JSON {type(info).__name__}, not an object"
+    kinds = {"checkpoint": str, "model": str, "protocol": dict, "runs": list, "benchmarks": dict}
+    for key, kind in kinds.items():
+        if key in info and not isinstance(info[key], kind):
+            return f"its {key!r} is a {type(info[key]).__name__}, not a {kind.__name__}"
+    missing = [k for k in ("model", "protocol", "runs") if k not in info]
+    if missing:
+        return f"it lacks {missing}"
+    for name, entry in info.get("benchmarks", {}).items():
+        if not (
+            isinstance(entry, dict)
+            and isinstance(entry.get("fingerprint"), str)
+            and isinstance(entry.get("instances"), int)
+        ):
+            return f"its entry for benchmark {name!r} is not an object with a 'fingerprint' and an 'instances' count"
+    return None
 
 
 def write_run_info(results_dir: Path, checkpoint: str, info: dict) -> None:

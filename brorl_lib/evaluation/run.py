@@ -229,7 +229,7 @@ def evaluate(
     n = config.sampling.n
     todos = {}
     for name, items in instances.items():
-        done = res.repair(res.results_path(results_dir, label, name), n)
+        done = res.repair(res.results_path(results_dir, label, name), n, (i.instance_id for i in items))
         todos[name] = [i for i in items if i.instance_id not in done]
         info["benchmarks"][name]["complete"] = not todos[name]
     res.write_run_info(results_dir, label, info)

@@ -42,7 +42,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from typing import IO
 
-from brorl_lib.core.validation import check_int, check_positive, check_type
+from brorl_lib.core.validation import check_int, check_positive, check_range, check_type
 from brorl_lib.evaluation import isolation, process_filter
 
 COMPILE_ERROR = b"compile_error"  # control channel: the program does not compile
@@ -95,6 +95,11 @@ else:
 )
 
 
+# Upper bounds of the limits, our choice: beyond them the kernel's limits overflow and every test would fail silently.
+MAX_TIME_S = 86_400.0  # a day per test
+MAX_MB = 2**20  # 1 TiB
+
+
 @dataclass(frozen=True)
 class Limits:
     """Limits for one test run of a candidate program."""
@@ -107,8 +112,9 @@ class Limits:
 
     def __post_init__(self) -> None:
         check_positive("time_s", self.time_s)
-        check_int("memory_mb", self.memory_mb, low=64)
-        check_int("output_mb", self.output_mb, low=1)
+        check_range("time_s", self.time_s, low=0, high=MAX_TIME_S)
+        check_int("memory_mb", self.memory_mb, low=64, high=MAX_MB)
+        check_int("output_mb", self.output_mb, low=1, high=MAX_MB)
         if self.max_tests is not None:
             check_int("max_tests", self.max_tests, low=1)
         check_type("unsafe_no_sandbox", self.unsafe_no_sandbox, bool, "True or False")
@@ -165,6 +171,10 @@ def _tokens_match(actual: str, expected: str) -> bool:
 
 
 def _as_text(value) -> str:
+    """A test's stdin or expected stdout as text: a list is its lines; None (missing) is empty, as verl's
+    checkers and the public code data sets read it."""
+    if value is None:
+        return ""
     return "\n".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
@@ -277,9 +287,12 @@ def _run_one(code_fd: int, stdin: bytes, mode: list[str], limits: Limits) -> _Ru
 def run_tests(code: str, tests: dict, limits: Limits = Limits()) -> SandboxResult:
     """Run ``code`` on each test of ``tests`` ({"inputs", "outputs"[, "fn_name"]}) in the sandbox.
 
-    Stops at the first timeout (the sample then scores 0, as in PRIME's reward).
+    A test whose input is None (or all inputs, when "inputs" is None or absent) gets empty stdin, or no
+    arguments when a function is called. Stops at the first timeout (the sample then scores 0, as in PRIME's
+    reward).
     """
-    inputs, outputs = list(tests["inputs"]), list(tests["outputs"])
+    outputs = list(tests["outputs"])
+    inputs = list(tests["inputs"]) if tests.get("inputs") is not None else [None] * len(outputs)
     if limits.max_tests is not None:
         inputs, outputs = inputs[: limits.max_tests], outputs[: limits.max_tests]
     if not inputs:
@@ -291,7 +304,7 @@ def run_tests(code: str, tests: dict, limits: Limits = Limits()) -> SandboxResul
     code_fd = _readonly_file(code.encode("utf-8", errors="surrogatepass"))
     try:
         for given, expected in zip(inputs, outputs, strict=False):
-            stdin = json.dumps(given) if fn_name else _as_text(given)
+            stdin = json.dumps([] if given is None else given) if fn_name else _as_text(given)
             run = _run_one(code_fd, stdin.encode("utf-8", errors="surrogatepass"), mode, limits)
             if run.control == COMPILE_ERROR:
                 return SandboxResult(0, len(inputs), "compile_error")

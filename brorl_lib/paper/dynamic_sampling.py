@@ -12,7 +12,14 @@ from __future__ import annotations
 import numpy as np
 from scipy import optimize, special
 
+from brorl_lib.core.precision import round_significant
 from brorl_lib.core.validation import check_positive, check_range
+
+# The fitted (a, b) lie where the Gauss-Newton matrix is singular (two rates, two parameters, no exact match),
+# so least squares stops within ~1e-5 of them, at a point that differs between CPUs. The fit is finished by
+# solving grad = 0 (analytic gradient, to ~1e-13) and rounded to FIT_DIGITS significant digits; the curves are
+# drawn from the rounded values.
+FIT_DIGITS = 8
 
 
 def _check_n(n) -> np.ndarray:
@@ -40,15 +47,26 @@ def expected_pass_rate(a: float, b: float, n, degenerate: float = 0.0) -> np.nda
     n = _check_n(n)
     base = special.betaln(a, b)
     beta_part = 1.0 - np.exp(special.betaln(a + n, b) - base) - np.exp(special.betaln(a, b + n) - base)
+    beta_part = np.where(n == 1, 0.0, beta_part)  # one rollout is all-correct or all-wrong: exactly 0, not round-off
     return (1.0 - degenerate) * beta_part
 
 
-def fit_beta(pass_rates: dict[int, float], degenerate: float = 0.0) -> tuple[float, float, float]:
-    """Least-squares Beta(a, b) for the given {N: pass rate}; returns (a, b, worst absolute miss), a <= b.
+def _pass_rate_gradient(a: float, b: float, n: np.ndarray, degenerate: float) -> np.ndarray:
+    """d expected_pass_rate / d(log a, log b), shape (len(n), 2), from d betaln(x, y)/dx = psi(x) - psi(x + y)."""
+    base = special.betaln(a, b)
+    e1 = np.exp(special.betaln(a + n, b) - base)  # E[p^N]
+    e2 = np.exp(special.betaln(a, b + n) - base)  # E[(1-p)^N]
+    psi = special.digamma
+    shared = psi(a + b) - psi(a + b + n)
+    d_e1 = np.stack([psi(a + n) - psi(a) + shared, shared], axis=1) * e1[:, None]
+    d_e2 = np.stack([shared, psi(b + n) - psi(b) + shared], axis=1) * e2[:, None]
+    grad = -(1.0 - degenerate) * (d_e1 + d_e2) * np.array([a, b])
+    grad[n == 1] = 0.0
+    return grad
 
-    Pass rates cannot tell Beta(a, b) from Beta(b, a) (mostly failed vs mostly solved prompts), and
-    two rates can be matched by more than one (a, b): read the fit as one law consistent with them.
-    """
+
+def _fit_beta_unrounded(pass_rates: dict[int, float], degenerate: float) -> tuple[float, float, float]:
+    """fit_beta before rounding: least squares from a few starts, then grad = 0 solved from the best one."""
     if len(pass_rates) < 2:
         raise ValueError("fit_beta needs pass rates at two or more values of N")
     for n, rate in pass_rates.items():
@@ -61,13 +79,35 @@ def fit_beta(pass_rates: dict[int, float], degenerate: float = 0.0) -> tuple[flo
     def residual(log_ab: np.ndarray) -> np.ndarray:
         return expected_pass_rate(*np.exp(log_ab), ns, degenerate) - target
 
+    def gradient(log_ab: np.ndarray) -> np.ndarray:  # of half the sum of squared misses
+        return _pass_rate_gradient(*np.exp(log_ab), ns, degenerate).T @ residual(log_ab)
+
     best = None
     for start in ([0.1, 0.1], [0.5, 0.2], [0.2, 0.5], [1.0, 1.0]):  # a few starts: the surface has several valleys
         fit = optimize.least_squares(residual, x0=np.log(start), xtol=1e-14, ftol=1e-14, gtol=1e-14)
         if best is None or fit.cost < best.cost:
             best = fit
-    a, b = sorted(np.exp(best.x))  # keep probability is symmetric in p <-> 1-p: Beta(a, b) = Beta(b, a) here
-    return float(a), float(b), float(np.abs(best.fun).max())
+    x = best.x
+    polish = optimize.root(gradient, x, method="hybr", options={"xtol": 1e-15}).x  # may stop at round-off level
+    flatter = np.abs(gradient(polish)).max() < np.abs(gradient(x)).max()
+    if flatter and 0.5 * np.sum(residual(polish) ** 2) <= best.cost * (1 + 1e-6):  # same valley, its stationary point
+        x = polish
+    a, b = sorted(np.exp(x))  # keep probability is symmetric in p <-> 1-p: Beta(a, b) = Beta(b, a) here
+    return float(a), float(b), float(np.abs(residual(x)).max())
+
+
+def fit_beta(pass_rates: dict[int, float], degenerate: float = 0.0) -> tuple[float, float, float]:
+    """Least-squares Beta(a, b) for the given {N: pass rate}; returns (a, b, worst absolute miss), a <= b,
+    with a and b rounded to FIT_DIGITS significant digits and the miss of the rounded law.
+
+    Pass rates cannot tell Beta(a, b) from Beta(b, a) (mostly failed vs mostly solved prompts), and
+    two rates can be matched by more than one (a, b): read the fit as one law consistent with them.
+    """
+    a, b, _ = _fit_beta_unrounded(pass_rates, degenerate)
+    a, b = float(round_significant(a, FIT_DIGITS)), float(round_significant(b, FIT_DIGITS))
+    ns = np.array(list(pass_rates), dtype=float)
+    miss = expected_pass_rate(a, b, ns, degenerate) - np.array(list(pass_rates.values()))
+    return a, b, float(np.abs(miss).max())
 
 
 def minimal_degenerate_share(
@@ -76,7 +116,7 @@ def minimal_degenerate_share(
     """Smallest degenerate share (on a grid of ``step``) at which a Beta matches every pass rate
     within ``tolerance``; None if no share below 0.5 does."""
     for w in np.arange(0.0, 0.5, step):
-        if fit_beta(pass_rates, float(w))[2] <= tolerance:
+        if _fit_beta_unrounded(pass_rates, float(w))[2] <= tolerance:
             return float(round(w, 6))
     return None
 

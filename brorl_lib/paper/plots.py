@@ -7,9 +7,11 @@ import numpy as np
 import pandas as pd
 
 from brorl_lib.core.plotting import ARM_COLOURS, PALETTE, new_figure
+from brorl_lib.core.precision import rounded_inputs
 from brorl_lib.paper.setup import PAPER_FIG1_HOURS
 
 
+@rounded_inputs
 def figure1(points: pd.DataFrame) -> plt.Figure:
     """Score against training hours per arm, one panel per domain (Figure 1 is the Math panel)."""
     domains = list(dict.fromkeys(points["domain"]))
@@ -28,6 +30,7 @@ def figure1(points: pd.DataFrame) -> plt.Figure:
     return fig
 
 
+@rounded_inputs
 def pass_rate(curves: pd.DataFrame, reported: dict[int, float]) -> plt.Figure:
     """Expected dynamic-sampling pass rate and wasted samples per kept sample against N."""
     fig, (ax_r, ax_w) = new_figure("full", aspect=0.32, ncols=2)
@@ -47,6 +50,7 @@ def pass_rate(curves: pd.DataFrame, reported: dict[int, float]) -> plt.Figure:
     return fig
 
 
+@rounded_inputs
 def roofline_plot(
     points: pd.DataFrame, table: pd.DataFrame, peak: float, bandwidth: float, reported_ratio: float, response_len: int
 ) -> plt.Figure:

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from brorl_lib.core.plotting import PALETTE, new_figure
+from brorl_lib.core.precision import rounded_inputs
 
 
 def arm_colours(arms: list[str]) -> dict[str, str]:
@@ -32,6 +33,7 @@ def _mean_band(ax, data: pd.DataFrame, x: str, y: str, colour: str, label: str) 
         ax.fill_between(s["x"], s["lo"], s["hi"], color=colour, alpha=0.1, lw=0)
 
 
+@rounded_inputs
 def figure1(evals: pd.DataFrame, arms: list[str]) -> plt.Figure:
     """Held-out score against generated samples and against wall time, one line per arm."""
     fig, axes = new_figure("full", aspect=0.32, ncols=2)
@@ -53,6 +55,7 @@ def figure1(evals: pd.DataFrame, arms: list[str]) -> plt.Figure:
     return fig
 
 
+@rounded_inputs
 def figure4(curves: pd.DataFrame, arms: list[str]) -> plt.Figure:
     """Per-task held-out score against generated samples, one panel per task."""
     tasks = sorted(curves["task"].unique())
@@ -69,6 +72,7 @@ def figure4(curves: pd.DataFrame, arms: list[str]) -> plt.Figure:
     return fig
 
 
+@rounded_inputs
 def shrinkage(table: pd.DataFrame, arms: list[str]) -> plt.Figure:
     """Share of held-out instances below / above their phase-1 score at the end of each arm, per task."""
     tasks = list(dict.fromkeys(table["task"]))
@@ -86,6 +90,7 @@ def shrinkage(table: pd.DataFrame, arms: list[str]) -> plt.Figure:
     return fig
 
 
+@rounded_inputs
 def theory(summary: pd.DataFrame, arms_n: list[int]) -> plt.Figure:
     """Theorem 1 on the phase-1 checkpoint's responses against N: the share of batches it predicts lose
     correct mass, the expected unsampled second moment, the chance a group holds a correct response, and

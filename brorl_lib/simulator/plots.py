@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from brorl_lib.core.plotting import PALETTE, new_figure
+from brorl_lib.core.precision import rounded_inputs
 
 PANELS = (
     ("correct_mass", "Correct prob. mass vs steps", "Probability mass"),
@@ -28,6 +29,7 @@ def _log_or_symlog(set_scale, values: pd.Series) -> None:
     set_scale("symlog", linthresh=float(np.percentile(nonzero, 5)) if len(nonzero) else 1.0, linscale=0.5)
 
 
+@rounded_inputs
 def figure3(runs: pd.DataFrame) -> plt.Figure:
     """Figure 3: three panels, one line per N (mean over seeds) with a min-max band."""
     fig, axes = new_figure("full", aspect=0.3, ncols=3)
@@ -49,6 +51,7 @@ def figure3(runs: pd.DataFrame) -> plt.Figure:
     return fig
 
 
+@rounded_inputs
 def n_sweep(summary: pd.DataFrame, paper_ns) -> plt.Figure:
     """Final metrics against N (log scale), with the spread over seeds; dotted: the paper's N."""
     fig, axes = new_figure("full", aspect=0.3, ncols=3)
@@ -72,6 +75,7 @@ def n_sweep(summary: pd.DataFrame, paper_ns) -> plt.Figure:
     return fig
 
 
+@rounded_inputs
 def theorem1_per_step(runs: pd.DataFrame, agreement: pd.DataFrame) -> plt.Figure:
     """Measured dQ_pos against Theorem 1's prediction for the same batch, per update rule."""
     fig, axes = new_figure("full", aspect=0.34, ncols=3)

@@ -1,11 +1,22 @@
-"""Slider explorer of Theorem 1's three terms (ipywidgets; optional)."""
+"""Notebook 01's explore section: Theorem 1's three terms, and the sign map of ΔQ_pos over S_R and N.
+
+The rewards, the Figure 2 batch and N come from ``TheoryConfig``'s declarations (``core.controls``); the
+batch statistics of the terms explorer are free variables of the theorem, bounded by their definitions.
+"""
 
 from __future__ import annotations
 
+import ipywidgets as w
 import matplotlib.pyplot as plt
 
+from brorl_lib.core.controls import ConfigControls, powers_of_two
+from brorl_lib.core.live import LiveFigure, Progress
 from brorl_lib.core.plotting import PALETTE, new_figure
 from brorl_lib.theory import formulas as theory
+from brorl_lib.theory import plots as theory_plots
+from brorl_lib.theory import report as tr
+
+PROVENANCE = "reproduced"  # recomputed from the theory, as every artifact of notebook 01
 
 
 def plot_terms(terms: dict[str, float], title: str = "") -> plt.Figure:
@@ -20,28 +31,101 @@ def plot_terms(terms: dict[str, float], title: str = "") -> plt.Figure:
     return fig
 
 
-def three_terms_explorer(r_c: float = 1.0, r_w: float = -1.0):
-    """Sliders for N, S_R, Q_pos and the second moments; returns the widget, or None without ipywidgets."""
-    theory.check_rewards(r_c, r_w)
-    try:
-        import ipywidgets as w
-    except ImportError:
-        return None
+def _moment(description: str) -> w.FloatLogSlider:
+    """A second moment of a probability vector: in (0, 1]; sliders from 1e-8."""
+    return w.FloatLogSlider(value=1e-3, base=10, min=-8, max=0, step=0.1, readout_format=".1e", description=description)
 
-    def show(log2_n: int, s_r: float, q_pos: float, a2: float, b2: float, u_pos2: float, u_neg2: float) -> None:
-        n = 2**log2_n
-        terms = theory.terms_from_stats(q_pos, a2, b2, u_pos2, u_neg2, s_r, r_c, r_w, eta=1.0, n=n)
-        plot_terms({k: float(v) for k, v in terms.items()}, f"N = {n}")
-        plt.show()
 
-    moment = dict(value=1e-3, base=10, min=-8, max=0, step=0.1, readout_format=".1e")
-    return w.interactive(
-        show,
-        log2_n=w.IntSlider(value=4, min=0, max=16, description="log2 N"),
-        s_r=w.FloatSlider(value=0.2, min=r_w, max=r_c, step=0.01, description="S_R"),
-        q_pos=w.FloatSlider(value=0.5, min=0.0, max=1.0, step=0.01, description="Q_pos"),
-        a2=w.FloatLogSlider(description="A_2", **moment),
-        b2=w.FloatLogSlider(description="B_2", **moment),
-        u_pos2=w.FloatLogSlider(description="U_pos,2", **moment),
-        u_neg2=w.FloatLogSlider(description="U_neg,2", **moment),
+def terms_explorer(cfg: tr.TheoryConfig) -> LiveFigure:
+    """Theorem 1's terms from free statistics: N, S_R, Q_pos and the four second moments; rewards as declared."""
+    controls = ConfigControls(
+        cfg,
+        {"r_correct": {"low": 0.0, "high": 5.0}, "r_wrong": {"low": -5.0, "high": 0.0}},
+        extra={
+            "n": w.SelectionSlider(
+                options=powers_of_two(cfg.parameter("example_n_rollouts")), value=16, description="N"
+            ),
+            "s_r": w.FloatSlider(value=0.2, min=-1.0, max=1.0, step=0.01, description="S_R"),
+            "q_pos": w.FloatSlider(value=0.5, min=0.0, max=1.0, step=0.01, description="Q_pos"),
+            "a2": _moment("A_2"),
+            "b2": _moment("B_2"),
+            "u_pos2": _moment("U_pos,2"),
+            "u_neg2": _moment("U_neg,2"),
+        },
     )
+
+    def read(values: dict) -> dict:
+        params = controls.read(values)
+        cfg_now = params["_config"]
+        if not cfg_now.r_wrong <= params["s_r"] <= cfg_now.r_correct:
+            raise ValueError(
+                f"s_r={params['s_r']!r} is not allowed: S_R = R_c P_pos + R_w P_neg lies in "
+                f"[r_wrong, r_correct] = [{cfg_now.r_wrong}, {cfg_now.r_correct}]"
+            )
+        return params
+
+    def draw(params: dict, progress: Progress) -> plt.Figure:
+        c = params["_config"]
+        terms = theory.terms_from_stats(
+            params["q_pos"],
+            params["a2"],
+            params["b2"],
+            params["u_pos2"],
+            params["u_neg2"],
+            params["s_r"],
+            c.r_correct,
+            c.r_wrong,
+            eta=1.0,
+            n=params["n"],
+        )
+        return plot_terms({k: float(v) for k, v in terms.items()}, f"N = {params['n']}")
+
+    return LiveFigure(
+        controls.all,
+        read,
+        draw,
+        name="theory_terms_view",
+        provenance=PROVENANCE,
+        title="Theorem 1's three terms",
+        caption="Theorem 1's three terms from free batch statistics",
+    ).show_first()
+
+
+def sign_map_explorer(cfg: tr.TheoryConfig) -> LiveFigure:
+    """The sign map of ΔQ_pos over S_R and the unsampled split, for the Figure 2 batch at a chosen N."""
+    n_param = cfg.parameter("example_n_rollouts")
+    controls = ConfigControls(
+        cfg,
+        {
+            "example_n_rollouts": {"options": powers_of_two(n_param, high=4096), "description": "N"},
+            "example_vocab_size": {},
+            "example_n_correct": {},
+            "r_correct": {"low": 0.0, "high": 5.0},
+            "r_wrong": {"low": -5.0, "high": 0.0},
+            "seed": {"low": 0, "high": 100},
+        },
+    )
+
+    def draw(params: dict, progress: Progress) -> plt.Figure:
+        c = params["_config"]
+        batch, _ = tr.example_batch(c)
+        grid, points = tr.sign_map(c, batch, rollouts=(c.example_n_rollouts,))
+        return theory_plots.sign_map(grid, points)
+
+    return LiveFigure(
+        controls.all,
+        controls.read,
+        draw,
+        name="theory_sign_map_view",
+        provenance=PROVENANCE,
+        title="Sign map of ΔQ_pos over S_R at N",
+        caption="Sign map of Delta Q_pos over the batch mood at N",
+    ).show_first()
+
+
+def explore(cfg: tr.TheoryConfig) -> w.Widget:
+    """Both explorers, one tab each."""
+    tabs = w.Tab([terms_explorer(cfg).widget, sign_map_explorer(cfg).widget])
+    for i, title in enumerate(("three terms", "sign map")):
+        tabs.set_title(i, title)
+    return tabs

@@ -3,7 +3,9 @@
 Logit-domain model of one prompt: ``p = softmax(z)`` over a vocabulary of V tokens, a boolean mask
 of correct tokens, and a boolean mask of the distinct tokens sampled in N draws. A sampled correct
 token has reward ``r_c >= 0``, a sampled incorrect one ``r_w <= 0``, an unsampled one 0. All
-arithmetic is float64 numpy; probabilities are plain fractions (not percent).
+arithmetic is float64 numpy; probabilities are plain fractions (not percent). Inner products are
+``dot`` (numpy's pairwise sum, whose order is fixed), not BLAS, whose order depends on the CPU and the
+number of threads.
 """
 
 from __future__ import annotations
@@ -43,6 +45,11 @@ def softmax(z: np.ndarray) -> np.ndarray:
     z = np.asarray(z, dtype=np.float64)
     e = np.exp(z - z.max())
     return e / e.sum()
+
+
+def dot(a: np.ndarray, b: np.ndarray) -> float:
+    """sum_i a_i b_i, summed in an order that is the same on every machine and thread count."""
+    return float(np.sum(np.multiply(a, b, dtype=np.float64)))
 
 
 def _check_batch(p: np.ndarray, correct: np.ndarray, sampled: np.ndarray) -> None:
@@ -121,7 +128,7 @@ def delta_q_theorem1(mb: MassBalance, r_c: float, r_w: float, eta: float, n: int
 def delta_q_first_order(p: np.ndarray, correct: np.ndarray, dz: np.ndarray) -> float:
     """sum_j dQ_pos/dz_j * dz_j, with dQ_pos/dz_j = p_j (1[j correct] - Q_pos)."""
     q_pos = p[correct].sum()
-    return float(np.dot(p * (correct - q_pos), dz))
+    return dot(p * (correct - q_pos), dz)
 
 
 def rounding_scale(terms: dict[str, float], p: np.ndarray, correct: np.ndarray, dz: np.ndarray) -> float:
@@ -131,7 +138,7 @@ def rounding_scale(terms: dict[str, float], p: np.ndarray, correct: np.ndarray, 
     exact result is 0 (e.g. every token correct).
     """
     q_pos = p[correct].sum()
-    return float(sum(abs(t) for t in terms.values()) + np.dot(np.abs(p * dz), correct + q_pos)) or 1.0
+    return float(sum(abs(t) for t in terms.values()) + dot(np.abs(p * dz), correct + q_pos)) or 1.0
 
 
 def delta_q_exact(p: np.ndarray, correct: np.ndarray, dz: np.ndarray) -> float:
@@ -140,7 +147,7 @@ def delta_q_exact(p: np.ndarray, correct: np.ndarray, dz: np.ndarray) -> float:
     p'_i - p_i = p_i (expm1(dz_i) - E) / (1 + E) with E = sum_j p_j expm1(dz_j).
     """
     em1 = np.expm1(dz)
-    e = float(np.dot(p, em1))
+    e = dot(p, em1)
     return float(np.sum(p[correct] * (em1[correct] - e)) / (1.0 + e))
 
 
@@ -153,9 +160,9 @@ def proof_identities(
     scale = eta / n
     u2 = mb.u_pos2 + mb.u_neg2
     return {
-        "all_lhs": float(np.dot(p, dz)),
+        "all_lhs": dot(p, dz),
         "all_rhs": scale * ((r_c - mb.s_r) * mb.a2 + (r_w - mb.s_r) * mb.b2 - mb.s_r * u2),
-        "correct_lhs": float(np.dot(p[correct], dz[correct])),
+        "correct_lhs": dot(p[correct], dz[correct]),
         "correct_rhs": scale * ((r_c - mb.s_r) * mb.a2 - mb.s_r * mb.u_pos2),
     }
 

@@ -9,10 +9,17 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from brorl_lib.core.params import MAX_LIST_ITEMS, SEED_MAX, NotebookConfig, param
+from brorl_lib.core.precision import ERROR_DECIMALS, declare
 from brorl_lib.core.validation import check_int
 from brorl_lib.paper import setup as paper_setup
 from brorl_lib.theory import formulas as theory
 
+# Relative errors of Theorem 1 and its proof identities: float64 round-off (1e-16 to 1e-13, different on
+# another CPU) when the identity holds; artifacts show them to ERROR_DECIMALS places, where round-off reads 0.
+REL_ERRORS = ("rel_err_first_order", "rel_err_identities", "rel_err_exact")
+# The step-size study's gap relative to the change (round-off about 2e-16 of it) is written to STUDY_DECIMALS
+# places: 22 values, so a 1e-12 boundary is crossed by round-off about once in 10^3 machines.
+STUDY_DECIMALS = 12
 # Our choices for the grids of the figures (not from the paper).
 LEMMA2_PROBABILITIES = (0.001, 0.01, 0.1)
 LEMMA2_MAX_MISS_EXPONENT = 5.0  # N up to 5/p, where (1-p)^N is still about e^-5
@@ -77,23 +84,24 @@ def theorem1_checks(cfg: TheoryConfig, progress: bool = True) -> pd.DataFrame:
     for _ in tqdm(range(cfg.n_instances), desc="Theorem 1 instances", disable=not progress):
         inst = theory.random_instance(rng, cfg.vocab_sizes, cfg.rollout_sizes, zipf_exponent=ZIPF_EXPONENT)
         rows.append(theory.check_instance(inst, cfg.eta))
-    return pd.DataFrame(rows)
+    return declare(pd.DataFrame(rows), decimals=dict.fromkeys(REL_ERRORS, ERROR_DECIMALS))
 
 
 def worst_errors(checks: pd.DataFrame) -> pd.DataFrame:
     """Largest relative errors per vocabulary size, and over all instances."""
-    cols = ["rel_err_first_order", "rel_err_identities", "rel_err_exact"]
+    cols = list(REL_ERRORS)
     per_v = checks.groupby("vocab_size")[cols].max()
     per_v.insert(0, "instances", checks.groupby("vocab_size").size())
     total = checks[cols].max().to_frame("all").T
     total.insert(0, "instances", len(checks))
     out = pd.concat([per_v, total])
     out.index = out.index.map(str)
-    return out.rename_axis("vocab_size").reset_index()
+    return declare(out.rename_axis("vocab_size").reset_index(), decimals=dict.fromkeys(REL_ERRORS, ERROR_DECIMALS))
 
 
 def step_size_study(cfg: TheoryConfig) -> pd.DataFrame:
-    """|exact - Theorem 1| against eta, one instance per logit family (V = max vocab, N = max N)."""
+    """|exact - Theorem 1| (``abs_err``) and its ratio to |Theorem 1| (``rel_gap``) against eta, one instance per
+    logit family (V = max vocab, N = max N)."""
     rng = cfg.rng(2)
     v, n = max(cfg.vocab_sizes), max(cfg.rollout_sizes)
     frames = []
@@ -101,7 +109,9 @@ def step_size_study(cfg: TheoryConfig) -> pd.DataFrame:
         inst = theory.random_instance(rng, [v], [n], families=(family,), zipf_exponent=ZIPF_EXPONENT)
         res = theory.error_vs_step_size(inst, STEP_SIZES)
         frames.append(pd.DataFrame({"family": family, "vocab_size": v, "n_rollouts": n, **res}))
-    return pd.concat(frames, ignore_index=True)
+    study = pd.concat(frames, ignore_index=True)
+    study["rel_gap"] = study["abs_err"] / study["delta_q_theorem"].abs()
+    return declare(study, decimals={"rel_gap": STUDY_DECIMALS})
 
 
 def fitted_orders(study: pd.DataFrame) -> dict[str, float]:
@@ -198,7 +208,7 @@ def example_batch(cfg: TheoryConfig) -> tuple[theory.SampledBatch, pd.DataFrame]
             "sampled": sampled,
             "token_class": token_class,
             "delta_z": dz,
-            "delta_p_first_order": p * (dz - np.dot(p, dz)),
+            "delta_p_first_order": p * (dz - theory.dot(p, dz)),
         }
     )
     return inst, tokens
@@ -228,8 +238,10 @@ def expected_batch_stats(p: np.ndarray, correct: np.ndarray, n: int) -> dict[str
     }
 
 
-def sign_map(cfg: TheoryConfig, inst: theory.SampledBatch) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(N/eta) * Delta Q_pos over S_R and U_pos,2 - U_neg,2, per N.
+def sign_map(
+    cfg: TheoryConfig, inst: theory.SampledBatch, rollouts: tuple[int, ...] = SIGN_MAP_ROLLOUTS
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(N/eta) * Delta Q_pos over S_R and U_pos,2 - U_neg,2, per N of ``rollouts``.
 
     For each N, Q_pos, A_2, B_2 and U_2 = U_pos,2 + U_neg,2 are their expected values under the
     Figure 2 distribution; S_R and the split of U_2 are then swept over their whole ranges. The
@@ -237,7 +249,7 @@ def sign_map(cfg: TheoryConfig, inst: theory.SampledBatch) -> tuple[pd.DataFrame
     """
     s_grid = np.linspace(cfg.r_wrong, cfg.r_correct, SIGN_MAP_GRID)
     frames, points = [], []
-    for n in SIGN_MAP_ROLLOUTS:
+    for n in rollouts:
         e = expected_batch_stats(inst.p, inst.correct, n)
         u2 = e["u_pos2"] + e["u_neg2"]
         s, d = np.meshgrid(s_grid, np.linspace(-u2, u2, SIGN_MAP_GRID))
@@ -263,7 +275,9 @@ def sign_map(cfg: TheoryConfig, inst: theory.SampledBatch) -> tuple[pd.DataFrame
                 "u2": u2,
             }
         )
-    return pd.concat(frames, ignore_index=True), pd.DataFrame(points)
+    # near the zero line a value is the difference of much larger terms: round at the scale of the largest
+    grid = declare(pd.concat(frames, ignore_index=True), scaled=("u_diff", "scaled_delta_q"))
+    return grid, pd.DataFrame(points)
 
 
 def pass_at_k_curves() -> pd.DataFrame:

@@ -6,6 +6,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from brorl_lib.core.plotting import ARM_COLOURS, new_figure
+from brorl_lib.core.precision import rounded_inputs
 from brorl_lib.paper import reported as paper
 from brorl_lib.paper.setup import PAPER_FIG1_HOURS
 
@@ -19,6 +20,7 @@ def _style(source: str) -> dict:
     return {"ls": "-", "marker": "s", "ms": 3.0}
 
 
+@rounded_inputs
 def figure1(points: pd.DataFrame, have_runs: bool) -> plt.Figure:
     """Score against training hours per domain (Figure 1 is the Math panel); each series labelled by source."""
     domains = list(dict.fromkeys(points["domain"]))
@@ -42,6 +44,7 @@ def figure1(points: pd.DataFrame, have_runs: bool) -> plt.Figure:
     return fig
 
 
+@rounded_inputs
 def figure4(points: pd.DataFrame) -> plt.Figure:
     """Figure 4's 3 x 3 grid: pass@1 against hours per task and arm, from runs; the paper's pattern per panel."""
     panels = paper.load("figure4_tasks")

@@ -1,0 +1,84 @@
+"""Notebook 02's explore section: the simulator at a small vocabulary, redrawn as its settings move.
+
+The controls (N, learning rate, vocabulary and correct-set size, steps, seed) come from ``SimulatorConfig``'s
+declarations. Settings whose work is within ``LIVE_WORK`` redraw at once (about 1 s on 2 cores); larger ones,
+up to the paper's 128,000 tokens, wait for the Run button and show a progress bar and a Stop button.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+
+from brorl_lib.core.controls import ConfigControls
+from brorl_lib.core.live import LiveFigure, Progress
+from brorl_lib.paper import setup as paper_setup
+from brorl_lib.simulator import plots as simulator_plots
+from brorl_lib.simulator import report as sr
+from brorl_lib.simulator.engine import simulate
+
+# The explorer's start: a 100x smaller vocabulary and correct set (the paper's share of correct tokens).
+SCALES = (1000, 100, 10, 1)  # vocabulary and correct set offered: the paper's divided by these
+VOCAB_OPTIONS = tuple(paper_setup.SIM_VOCAB_SIZE // s for s in SCALES)
+CORRECT_OPTIONS = tuple(paper_setup.SIM_N_CORRECT // s for s in SCALES)
+START = {
+    "vocab_size": paper_setup.SIM_VOCAB_SIZE // 100,
+    "n_correct": paper_setup.SIM_N_CORRECT // 100,
+    "steps": 200,
+    "rollouts": [4, 16, 512],
+    "seeds": [0],
+}
+ROLLOUT_OPTIONS = tuple(sorted({2, 4, 8, 16, 64, 512, 4096, *paper_setup.SIM_ROLLOUT_SIZES}))
+STEP_OPTIONS = (50, 100, 200, 500, 1000, 2000)
+LIVE_WORK = 20_000_000  # steps x (runs x vocabulary + draws) redrawn at once: under 1 s on 2 cores (float64)
+MAX_BATCH_ROWS = 16  # runs simulated together (engine.simulate's default)
+
+
+def work(cfg: sr.SimulatorConfig) -> int:
+    """Numbers touched by a Figure 3 run of these settings: steps x (runs x vocabulary + draws)."""
+    runs = len(cfg.rollouts) * len(cfg.seeds)
+    return cfg.steps * (runs * cfg.vocab_size + sum(cfg.rollouts) * len(cfg.seeds))
+
+
+def start_config(cfg: sr.SimulatorConfig) -> sr.SimulatorConfig:
+    """The notebook's configuration at the explorer's small start (checked like any other)."""
+    return sr.SimulatorConfig(**{**cfg.as_dict(), **START})
+
+
+def draw_figure3(cfg: sr.SimulatorConfig, progress: Progress) -> plt.Figure:
+    """Figure 3 for ``cfg``'s rollouts and seeds, advancing ``progress`` per simulated step."""
+    batches = -(-len(cfg.rollouts) * len(cfg.seeds) // MAX_BATCH_ROWS)
+    progress.start(cfg.steps * batches, "steps")
+    runs = simulate(cfg.settings(), cfg.rollouts, cfg.seeds, MAX_BATCH_ROWS, progress=False, on_step=progress.advance)
+    fig = simulator_plots.figure3(runs)
+    fig.suptitle(f"V = {cfg.vocab_size:,}, {cfg.n_correct:,} correct, lr {cfg.lr:g}, {cfg.steps} steps", fontsize=8)
+    return fig
+
+
+def figure3_explorer(cfg: sr.SimulatorConfig) -> LiveFigure:
+    """Figure 3 live at a small vocabulary; larger settings behind Run, with progress and Stop."""
+    base = start_config(cfg)
+    controls = ConfigControls(
+        base,
+        {
+            "rollouts": {"options": ROLLOUT_OPTIONS, "description": "N"},
+            "lr": {"low": 1e-5, "high": 1e-1, "log": True},
+            "vocab_size": {"options": VOCAB_OPTIONS},
+            "n_correct": {"options": CORRECT_OPTIONS},
+            "steps": {"options": STEP_OPTIONS},
+            "seeds": {},
+        },
+    )
+    return LiveFigure(
+        controls.all,
+        controls.read,
+        lambda params, progress: draw_figure3(params["_config"], progress),
+        name="fig3_simulator_view",
+        provenance=lambda params: params["_config"].provenance(),
+        caption="Figure 3 of the simulator at the settings shown",
+        live=lambda params: work(params["_config"]) <= LIVE_WORK,
+        title="Figure 3, live (larger settings: Run)",
+    ).show_first()
+
+
+def explore(cfg: sr.SimulatorConfig):
+    return figure3_explorer(cfg).widget

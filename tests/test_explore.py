@@ -1,0 +1,216 @@
+"""The explore sections: controls from the declarations, live figures that keep the last good figure on a
+refused value, Run/Stop with progress, ``save_view``, and each notebook's explorer on its own data."""
+
+from __future__ import annotations
+
+import html
+import json
+import threading
+
+import ipywidgets as w
+import matplotlib.pyplot as plt
+import pytest
+
+from brorl_lib.core import controls
+from brorl_lib.core.live import LiveFigure, Progress, Stopped, explore
+from brorl_lib.core.params import NotebookConfig
+from brorl_lib.core.paths import FIGURES_DIR, INTERACTIVE_ENV
+from brorl_lib.core.plotting import new_figure
+from brorl_lib.core.views import save_view, views_folder
+from brorl_lib.paper import explorer as paper_explorer
+from brorl_lib.paper import report as pr
+from brorl_lib.rlvr import explorer as rlvr_explorer
+from brorl_lib.rlvr import report as rr
+from brorl_lib.simulator import explorer as sim_explorer
+from brorl_lib.simulator import report as sr
+from brorl_lib.theory import explorer as theory_explorer
+from brorl_lib.theory import report as tr
+from brorl_lib.verl_recipe import explorer as verl_explorer
+from brorl_lib.verl_recipe import report as vr
+
+CONFIGS = (tr.TheoryConfig, sr.SimulatorConfig, pr.PaperTablesConfig, rr.LaptopRLVRConfig, vr.VerlTrainingConfig)
+
+
+def _error(fig: LiveFigure) -> str:
+    return fig.message.value if "#b00020" in fig.message.value else ""
+
+
+@pytest.mark.parametrize("cls", CONFIGS, ids=lambda c: c.__name__)
+def test_every_declared_parameter_gets_a_control_at_its_default_within_its_bounds(cls: type[NotebookConfig]):
+    for p in cls.declaration():
+        if p.kind in ("int", "float") and (p.low is None or p.high is None):
+            continue  # a slider needs both bounds: an explorer gives them (control() refuses otherwise)
+        c = controls.control(p)
+        assert controls.value_of(p, c) == p.default
+        if isinstance(c, (w.IntSlider, w.FloatSlider)):
+            assert (c.min, c.max) == (p.low, p.high)
+        if p.choices and not p.is_list:
+            assert tuple(c.options) == p.choices
+
+
+def test_control_refuses_a_range_or_option_the_declaration_refuses():
+    lr = sr.SimulatorConfig.parameter("lr")
+    with pytest.raises(ValueError, match="lr=20"):
+        controls.control(lr, low=1e-4, high=20.0)
+    n = sr.SimulatorConfig.parameter("rollouts")
+    with pytest.raises(ValueError, match="rollouts item=0"):
+        controls.control(n, options=(0, 4))
+    assert controls.powers_of_two(n, high=64) == [1, 2, 4, 8, 16, 32, 64]
+    steps = sr.SimulatorConfig.parameter("steps")
+    assert list(controls.control(steps, 300, options=(100, 1000)).options) == [100, 300, 1000]  # a profile's value
+    assert controls.control(steps, 5000, low=1, high=1000).max == 5000
+
+
+def test_text_controls_are_read_like_command_line_overrides():
+    seeds = sr.SimulatorConfig.parameter("seeds")
+    c = controls.control(seeds)
+    c.value = "0, 1, 2"
+    assert controls.value_of(seeds, c) == [0, 1, 2]
+    c.value = "0, -1"
+    with pytest.raises(ValueError) as caught:
+        seeds.check(controls.value_of(seeds, c))
+    with pytest.raises(ValueError) as direct:
+        seeds.check([0, -1])
+    assert str(caught.value) == str(direct.value)
+
+
+def test_interactive_session_is_explicit_or_follows_the_jupyter_server(monkeypatch, capsys):
+    monkeypatch.delenv(controls.SERVER_SESSION_ENV, raising=False)
+    monkeypatch.delenv(INTERACTIVE_ENV, raising=False)
+    assert not controls.interactive_session()
+    assert explore(lambda: "built") is None
+    assert capsys.readouterr().out == controls.STATIC_MESSAGE + "\n"
+    monkeypatch.setenv(controls.SERVER_SESSION_ENV, "notebooks/01_theory.ipynb")
+    assert controls.interactive_session() and explore(lambda: "built") == "built"
+    monkeypatch.setenv(INTERACTIVE_ENV, "0")
+    assert not controls.interactive_session()
+    monkeypatch.setenv(INTERACTIVE_ENV, "yes")
+    with pytest.raises(ValueError, match="BRORL_INTERACTIVE='yes' is not allowed"):
+        controls.interactive_session()
+
+
+def _line_figure(params: dict, progress: Progress) -> plt.Figure:
+    fig, ax = new_figure("column")
+    ax.plot([0, 1], [0, params["_config"].lr])
+    return fig
+
+
+def test_a_refused_value_shows_the_checks_message_and_keeps_the_previous_figure():
+    base = sim_explorer.start_config(sr.SimulatorConfig())  # vocabulary 1280, 100 correct
+    cc = controls.ConfigControls(base, {"n_correct": {"options": (100, 10000)}})
+    live = LiveFigure(cc.all, cc.read, _line_figure, name="t", provenance="scaled-down").show_first()
+    before = live.image.value
+    assert before and not _error(live)
+    cc.widgets["n_correct"].value = 10000  # vocabulary 1280: the config's own check refuses it
+    with pytest.raises(ValueError) as expected:
+        sr.SimulatorConfig(**{**base.as_dict(), "n_correct": 10000})
+    assert html.escape(str(expected.value)) in _error(live)
+    assert live.image.value == before and live.parameters["n_correct"] == 100
+
+
+def test_run_reports_progress_and_stop_keeps_the_previous_figure():
+    release = threading.Event()
+
+    def slow(params: dict, progress: Progress) -> plt.Figure:
+        progress.start(100, "steps")
+        for _ in range(100):
+            release.wait(5)
+            progress.advance()
+        return _line_figure(params, progress)
+
+    cc = controls.ConfigControls(sr.SimulatorConfig(), {"lr": {"low": 1e-4, "high": 1e-2, "log": True}})
+    live = LiveFigure(cc.all, cc.read, slow, name="t", provenance="scaled-down", live=lambda p: False)
+    cc.widgets["lr"].value = 1e-3 * 2
+    assert "press Run" in live.message.value and live.image.value == b""
+    live.start()
+    live.stop.set()
+    release.set()
+    live.thread.join(10)
+    assert "stopped after" in live.message.value and live.image.value == b""
+    live.start()
+    live.thread.join(10)
+    assert live.bar.value == live.bar.max == 100 and live.image.value
+    assert not live.run_button.disabled and live.stop_button.disabled
+    stopped = threading.Event()
+    stopped.set()
+    with pytest.raises(Stopped):
+        Progress(stop=stopped).check()
+
+
+def test_save_view_writes_pdf_png_and_parameters_and_never_into_figures(tmp_path):
+    fig, ax = new_figure("column")
+    ax.plot([0, 1], [1, 0])
+    params = {"lr": 1e-3, "rollouts": (4, 16)}
+    files = save_view(fig, tmp_path / "a", provenance="scaled-down", parameters=params, name="v", caption="A line")
+    assert [f.name for f in files] == ["v.pdf", "v.png", "v.json"]
+    record = json.loads(files[2].read_text())
+    assert record == {
+        "name": "v",
+        "provenance": "scaled-down",
+        "caption": "A line [scaled-down]",
+        "parameters": {"lr": 1e-3, "rollouts": [4, 16]},
+    }
+    assert b"scaled-down" in files[0].read_bytes() and b'"rollouts": [4, 16]' in files[1].read_bytes()
+    again = save_view(fig, tmp_path / "b", provenance="scaled-down", parameters=params, name="v", caption="A line")
+    assert [f.read_bytes() for f in files] == [f.read_bytes() for f in again]  # byte-stable
+    for bad in (FIGURES_DIR, FIGURES_DIR / "sub", "figures", ""):
+        with pytest.raises(ValueError, match="is not allowed"):
+            views_folder(bad)
+    with pytest.raises(ValueError, match="provenance"):
+        save_view(fig, tmp_path, provenance="guessed", parameters={})
+
+
+def _moved(live: LiveFigure, name: str, value) -> None:
+    before = live.image.value
+    live.controls[name].value = value
+    assert not _error(live), live.message.value
+    assert live.image.value != before, f"moving {name} did not redraw"
+
+
+def test_theory_explorers_redraw_and_refuse_like_the_config():
+    terms = theory_explorer.terms_explorer(tr.TheoryConfig())
+    _moved(terms, "n", 256)
+    saved = terms.saved_parameters()
+    assert saved["n"] == 256 and saved["r_correct"] == 1.0 and saved["n_instances"] == tr.TheoryConfig().n_instances
+    terms.controls["r_correct"].value = 0.5
+    terms.controls["s_r"].value = 0.9
+    assert "s_r=0.9 is not allowed" in _error(terms)
+    sign = theory_explorer.sign_map_explorer(tr.TheoryConfig())
+    _moved(sign, "example_n_rollouts", 64)
+    sign.controls["example_n_correct"].value = 60
+    assert "example_n_correct=60" in _error(sign)
+
+
+def test_simulator_explorer_is_live_at_its_start_and_asks_for_run_beyond():
+    live = sim_explorer.figure3_explorer(sr.SimulatorConfig())
+    assert sim_explorer.work(sim_explorer.start_config(sr.SimulatorConfig())) <= sim_explorer.LIVE_WORK
+    _moved(live, "lr", 1e-2)
+    assert live.parameters["_config"].provenance() == "scaled-down"
+    live.controls["vocab_size"].value = 128000
+    assert "press Run" in live.message.value
+
+
+def test_paper_explorers_redraw():
+    _moved(paper_explorer.tables_explorer(), "metric", ("table3_math", "aime25"))
+    _moved(paper_explorer.pass_rate_explorer(pr.PaperTablesConfig()), "degenerate_share", 0.1)
+    _moved(paper_explorer.roofline_explorer(pr.PaperTablesConfig()), "gpus", 128)
+
+
+def test_rlvr_explorers_read_the_committed_runs_and_need_a_checkpoint_to_train(tmp_path):
+    runs = rlvr_explorer.runs_explorer(rr.LaptopRLVRConfig())
+    _moved(runs, "seeds", (0,))
+    runs.controls["tasks"].value = ()
+    assert "tasks=[] is not allowed" in _error(runs)
+    metrics = rlvr_explorer.read_metrics(rlvr_explorer.COMMITTED_RUNS)
+    assert set(metrics.arm) >= {"phase 1", "N=16", "N=512"} and sorted(metrics.seed.unique()) == [0, 1, 2]
+    cfg = rr.LaptopRLVRConfig(runs_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="no phase-1 checkpoint"):
+        rlvr_explorer.train_live(cfg, 64, Progress())
+
+
+def test_verl_explorer_plans_and_diffs_against_verls_defaults():
+    live = verl_explorer.plan_explorer(vr.VerlTrainingConfig())
+    assert "actor_rollout_ref.rollout.n" in live.note.value and "verl default" in live.note.value
+    _moved(live, "nnodes", 16)
+    live.controls["brorl_prompts_per_step"].value = 16
+    assert not _error(live)
