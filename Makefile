@@ -69,39 +69,35 @@ vllm-lock: $(VLLM_STAMP)
 	cmp -s requirements-vllm.lock.new requirements-vllm.lock && rm requirements-vllm.lock.new \
 	  || mv requirements-vllm.lock.new requirements-vllm.lock
 
-## bubblewrap, the code sandbox's isolation: found, else installed (apt-get as root or via sudo), else named.
+# $(call debian_package,COMMAND,PACKAGE,WHO NEEDS IT): COMMAND found, else PACKAGE installed with apt-get
+# (as root or via sudo), else the package to install named and the step stopped.
+define debian_package
+@command -v $(1) >/dev/null || { \
+  if command -v apt-get >/dev/null && { [ "$$(id -u)" = 0 ] || sudo -n true 2>/dev/null; }; then \
+    sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+    $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(2) \
+      || { $$sudo apt-get update -q && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(2); }; \
+  else \
+    echo "$(3) needs $(1): install the package '$(2)'," \
+         "e.g. sudo apt-get install $(2) (Debian/Ubuntu) or sudo dnf install $(2) (Fedora)" >&2; \
+    exit 1; \
+  fi; }
+@$(1) --version
+endef
+
+## bubblewrap, the code sandbox's isolation: found, else installed, else named.
 .PHONY: sandbox-deps
 sandbox-deps:
-	@command -v bwrap >/dev/null || { \
-	  if command -v apt-get >/dev/null && { [ "$$(id -u)" = 0 ] || sudo -n true 2>/dev/null; }; then \
-	    sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
-	    $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap \
-	      || { $$sudo apt-get update -q && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap; }; \
-	  else \
-	    echo "The code sandbox needs bubblewrap (bwrap): install the package 'bubblewrap'," \
-	         "e.g. sudo apt-get install bubblewrap (Debian/Ubuntu) or sudo dnf install bubblewrap (Fedora)" >&2; \
-	    exit 1; \
-	  fi; }
-	@bwrap --version
+	$(call debian_package,bwrap,bubblewrap,The code sandbox)
 
 ## Every notebook opened in JupyterLab in headless Chromium: run cell by cell, one control moved (a few minutes).
 .PHONY: browser browser-deps
 browser: $(STAMP) browser-deps
 	$(BIN)/python -m pytest -q tests/browser
 
-## Chromium for the browser test: found, else Debian's package installed (apt-get as root or via sudo), else named.
+## Chromium for the browser test: found, else Debian's package installed, else named.
 browser-deps:
-	@command -v chromium >/dev/null || { \
-	  if command -v apt-get >/dev/null && { [ "$$(id -u)" = 0 ] || sudo -n true 2>/dev/null; }; then \
-	    sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
-	    $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium \
-	      || { $$sudo apt-get update -q && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }; \
-	  else \
-	    echo "The browser test needs Chromium: install the package 'chromium'," \
-	         "e.g. sudo apt-get install chromium (Debian/Ubuntu) or sudo dnf install chromium (Fedora)" >&2; \
-	    exit 1; \
-	  fi; }
-	@chromium --version
+	$(call debian_package,chromium,chromium,The browser test)
 
 nbval: $(STAMP)
 	$(BIN)/python -m pytest -q --nbval-lax --nbval-current-env notebooks
