@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
+from brorl_lib.core import stats
 from brorl_lib.core.paths import REPO_ROOT
 from brorl_lib.evaluation import backends, metrics, results, scoring
 from brorl_lib.evaluation import datasets as benchmarks
@@ -419,10 +420,10 @@ def test_vllm_backend_says_what_is_missing(files):
 def test_pass_at_k_is_the_unbiased_estimator():
     for n, c, k in [(5, 2, 1), (5, 2, 3), (6, 0, 2), (6, 6, 4), (7, 3, 7)]:
         subsets = list(itertools.combinations([1] * c + [0] * (n - c), k))
-        assert metrics.unbiased_pass_at_k(n, c, k) == pytest.approx(np.mean([any(s) for s in subsets]))
-    assert metrics.unbiased_pass_at_k(16, 5, 1) == pytest.approx(5 / 16)
+        assert stats.unbiased_pass_at_k(n, c, k) == pytest.approx(np.mean([any(s) for s in subsets]))
+    assert stats.unbiased_pass_at_k(16, 5, 1) == pytest.approx(5 / 16)
     with pytest.raises(ValueError, match="k=17"):
-        metrics.unbiased_pass_at_k(16, 5, 17)
+        stats.unbiased_pass_at_k(16, 5, 17)
 
 
 def synthetic(checkpoint, rng, shift=0.0):

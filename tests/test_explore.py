@@ -3,6 +3,7 @@ refused value, Run/Stop with progress, ``save_view``, and each notebook's explor
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import threading
@@ -19,8 +20,8 @@ from brorl_lib.core.plotting import new_figure
 from brorl_lib.core.views import save_view, views_folder
 from brorl_lib.paper import explorer as paper_explorer
 from brorl_lib.paper import report as pr
+from brorl_lib.rlvr import config as rc
 from brorl_lib.rlvr import explorer as rlvr_explorer
-from brorl_lib.rlvr import report as rr
 from brorl_lib.simulator import explorer as sim_explorer
 from brorl_lib.simulator import report as sr
 from brorl_lib.theory import explorer as theory_explorer
@@ -28,7 +29,7 @@ from brorl_lib.theory import report as tr
 from brorl_lib.verl_recipe import explorer as verl_explorer
 from brorl_lib.verl_recipe import report as vr
 
-CONFIGS = (tr.TheoryConfig, sr.SimulatorConfig, pr.PaperTablesConfig, rr.LaptopRLVRConfig, vr.VerlTrainingConfig)
+CONFIGS = (tr.TheoryConfig, sr.SimulatorConfig, pr.PaperTablesConfig, rc.LaptopRLVRConfig, vr.VerlTrainingConfig)
 
 
 def _error(fig: LiveFigure) -> str:
@@ -196,16 +197,44 @@ def test_paper_explorers_redraw():
     _moved(paper_explorer.roofline_explorer(pr.PaperTablesConfig()), "gpus", 128)
 
 
-def test_rlvr_explorers_read_the_committed_runs_and_need_a_checkpoint_to_train(tmp_path):
-    runs = rlvr_explorer.runs_explorer(rr.LaptopRLVRConfig())
+def test_rlvr_explorers_read_the_committed_runs_and_train_from_their_checkpoint(tmp_path):
+    runs = rlvr_explorer.runs_explorer()
     _moved(runs, "seeds", (0,))
-    runs.controls["tasks"].value = ()
-    assert "tasks=[] is not allowed" in _error(runs)
-    metrics = rlvr_explorer.read_metrics(rlvr_explorer.COMMITTED_RUNS)
-    assert set(metrics.arm) >= {"phase 1", "N=16", "N=512"} and sorted(metrics.seed.unique()) == [0, 1, 2]
-    cfg = rr.LaptopRLVRConfig(runs_dir=str(tmp_path))
+    runs.controls["arms"].value = ()
+    assert "arms=[] is not allowed" in _error(runs)
+    metrics = rlvr_explorer.committed_metrics()
+    assert set(metrics.arm) >= {"phase1", "N16", "N512"} and sorted(metrics.seed.unique()) == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="no run under seeds"):
+        rlvr_explorer.overlay(metrics, ["ProRL N=16, 2x lr"], [1])
+    cfg = rc.LaptopRLVRConfig(runs_dir=str(tmp_path))
     with pytest.raises(ValueError, match="no phase-1 checkpoint"):
         rlvr_explorer.train_live(cfg, 64, Progress())
+    base = rlvr_explorer.live_base(cfg)  # no checkpoint there: the committed runs' (paper profile)
+    assert base == rlvr_explorer.committed_config() and rlvr_explorer.has_checkpoint(base)
+    arm = rlvr_explorer.live_arm(base, 64)
+    assert (arm.prompts, arm.lr) == (base.prompts // 4, base.design().rule_lr(64 * base.prompts // 4))
+    with pytest.raises(ValueError, match="sample_budget=4096 breaks equal samples"):  # half a BroRL step
+        dataclasses.replace(rlvr_explorer.live_config(base, 512), sample_budget=4096)
+    live = rlvr_explorer.live_explorer(cfg)
+    live.controls["rollouts"].value = 512
+    assert not _error(live) and "press Run" in live.message.value
+
+
+def test_rlvr_live_run_trains_one_step_from_the_committed_checkpoint_and_stops(tmp_path, monkeypatch):
+    monkeypatch.setattr(rlvr_explorer, "LIVE_DIR", tmp_path)
+    base = rlvr_explorer.committed_config()
+
+    class StopAfterFirst(Progress):
+        def advance(self, k: int = 1) -> None:
+            self.stop.set()  # as a Stop pressed during the first step
+            super().advance(k)
+
+    progress = StopAfterFirst()
+    metrics = rlvr_explorer.train_live(base, 64, progress)
+    assert metrics["step"].tolist() == [0, 1] and metrics["samples"].iloc[-1] == 64 * base.prompts // 4
+    assert metrics["pass1"].notna().iloc[0] and set(metrics.label) == {"N=64"}
+    assert [p.name.split("_")[1] for p in tmp_path.iterdir()] == ["N64"]  # the run wrote under LIVE_DIR only
+    plt.close(rlvr_explorer.live_figure(metrics, 8 * 16 * base.prompts))
 
 
 def test_verl_explorer_plans_and_diffs_against_verls_defaults():

@@ -21,9 +21,12 @@ def random_batch(rows=2, v=30, n=(5, 40), seed=0):
     return p, correct, rewards, draws, row_of_draw, counts, torch.tensor(n, dtype=torch.float64).unsqueeze(1)
 
 
-def test_draws_gradient_matches_counts_and_autograd():
+def test_paper_gradient_matches_counts_and_autograd():
     p, correct, rewards, draws, row_of_draw, counts, n = random_batch()
-    fast = sim.draws_gradient(p, rewards, draws, row_of_draw, n)
+    v = p.shape[1]
+    groups = [sim.RowGroup(5, 0, 1, ()), sim.RowGroup(40, 1, 2, ())]
+    idx = [draws[row_of_draw == b].view(1, -1) - b * v for b in range(2)]
+    fast = sim.paper_gradient(p, rewards, groups, idx, out=torch.empty_like(p))
     dense = sim.surrogate_gradient(p, counts, rewards, n, centred=True, distinct=False)
     torch.testing.assert_close(fast, dense, rtol=1e-12, atol=1e-15)
     # autograd of L = -(1/N) sum_j (R_j - mean R) p_{t_j} over the draws of each row
@@ -37,6 +40,62 @@ def test_draws_gradient_matches_counts_and_autograd():
     loss.backward()
     torch.testing.assert_close(fast, z.grad, rtol=1e-10, atol=1e-15)
     assert counts.sum(1).tolist() == [5, 40]
+
+
+def test_merge_search_is_searchsorted_ties_included():
+    g = torch.Generator().manual_seed(3)
+    p = torch.rand(2, 50, generator=g, dtype=torch.float64)
+    p[:, 10:20] = 0.0  # flat stretches of the CDF: equal entries
+    cdf = torch.cumsum(p, 1)
+    u = torch.sort(torch.rand(2, 300, generator=g, dtype=torch.float64) * cdf[:, -1:], 1).values
+    u[:, 100:110] = cdf[:, 15:16]  # draws exactly on a CDF value, and repeated
+    u = torch.sort(u, 1).values
+    assert torch.equal(sim.merge_search(cdf, u), torch.searchsorted(cdf, u))
+    assert sim.merge_is_cheaper(51200, 128000, torch.device("cpu"))
+    assert not sim.merge_is_cheaper(512, 128000, torch.device("cpu"))
+
+
+def test_threads_share_rows_without_changing_a_bit(monkeypatch):
+    settings = sim.SimSettings(vocab_size=3000, n_correct=300, steps=15, track_theory=True)
+    rollouts, seeds = [4, 20000, 4, 64, 512], [0, 1, 1, 2, 0]
+    assert sim.cpu_shards(sim.SimSettings(vocab_size=1280, n_correct=10), 9) == 1  # too small to share
+    monkeypatch.setattr(sim, "cpu_shards", lambda s, rows: 1)
+    one = sim.simulate_batch(settings, rollouts, seeds, progress=False)
+    threads = torch.get_num_threads()
+    monkeypatch.setattr(sim, "cpu_shards", lambda s, rows: 3)
+    three = sim.simulate_batch(settings, rollouts, seeds, progress=False)
+    assert torch.get_num_threads() == threads
+    assert one.keys() == three.keys()
+    for k in one:
+        np.testing.assert_array_equal(one[k], three[k])
+    parts = sim.shard_rows(rollouts, 3000, 3)
+    assert sorted(b for part in parts for b in part) == list(range(5)) and len(parts) == 3
+
+
+def test_a_failing_on_step_or_thread_stops_every_thread(monkeypatch):
+    monkeypatch.setattr(sim, "cpu_shards", lambda s, rows: 2)
+    settings = sim.SimSettings(vocab_size=300, n_correct=30, steps=50)
+    threads, calls = torch.get_num_threads(), []
+
+    def stop_at_third():
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("stopped by the user")
+
+    with pytest.raises(RuntimeError, match="stopped by the user"):
+        sim.simulate_batch(settings, [4, 8], [0, 0], progress=False, on_step=stop_at_third)
+    assert len(calls) == 3 and torch.get_num_threads() == threads
+    step = sim.RowBatch.step
+
+    def failing_step(batch, t):
+        if t == 5 and batch.rows == 1 and int(batch.n[0, 0]) == 8:
+            raise ValueError("row failed")
+        step(batch, t)
+
+    monkeypatch.setattr(sim.RowBatch, "step", failing_step)
+    with pytest.raises(ValueError, match="row failed"):
+        sim.simulate_batch(settings, [4, 8], [0, 0], progress=False)
+    assert torch.get_num_threads() == threads
 
 
 def test_theorem_rule_is_theory_logit_update():

@@ -52,7 +52,7 @@ NOTEBOOKS: tuple[NotebookSpec, ...] = (
     NotebookSpec(
         name="04_laptop_rlvr",
         title="The LLM experiment at laptop scale: tiny LM, N=16 vs N=512 at equal samples (Figures 1/4, Tables 1/2)",
-        config="brorl_lib.rlvr.report:LaptopRLVRConfig",
+        config="brorl_lib.rlvr.config:LaptopRLVRConfig",
         data_files=("data/paper/settings.csv", "data/paper/table1_efficiency.csv"),
         timeout_s=3600,
     ),

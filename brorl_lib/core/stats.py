@@ -1,6 +1,9 @@
-"""The paper's paired t-test (§4.2.2): recomputed from its reported statistics, and run on data."""
+"""Statistics used across the notebooks: the paper's paired t-test (§4.2.2), recomputed from its reported
+statistics and run on data; pass@k; seed-level intervals; a trend test."""
 
 from __future__ import annotations
+
+from math import comb
 
 import numpy as np
 from scipy import stats
@@ -35,3 +38,43 @@ def paired_test(treatment, control, alternative: str = "greater") -> dict[str, f
         "n": int(a.size),
         "cohen_dz": float(diff.mean() / sd) if sd > 0 else float("nan"),
     }
+
+
+def unbiased_pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples with c correct: 1 - C(n-c, k) / C(n, k)."""
+    check_int("n", n, low=1)
+    check_int("c", c, low=0, high=n)
+    check_int("k", k, low=1, high=n)
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def mean_interval(values, confidence: float = 0.95, power: float = 0.8) -> dict[str, float]:
+    """Mean of independent values (e.g. one paired difference per seed) with a Student-t interval, the
+    two-sided one-sample t-test p-value against 0, the standard deviation and the smallest true mean the test
+    would detect with probability ``power`` at this sample size and spread (two-sided, level 1 - confidence)."""
+    x = np.asarray(values, dtype=float)
+    check_int("number of values", x.size, low=2)
+    n, mean, sd = x.size, float(x.mean()), float(x.std(ddof=1))
+    se = sd / np.sqrt(n)
+    t_crit = float(stats.t.ppf(0.5 + confidence / 2, df=n - 1))
+    p = float(2 * stats.t.sf(abs(mean) / se, df=n - 1)) if se > 0 else (1.0 if mean == 0 else 0.0)
+    detectable = (t_crit + float(stats.t.ppf(power, df=n - 1))) * se
+    return {
+        "mean": mean,
+        "sd": sd,
+        "se": float(se),
+        "ci_low": mean - t_crit * se,
+        "ci_high": mean + t_crit * se,
+        "p_value": p,
+        "n": n,
+        "detectable": float(detectable),
+    }
+
+
+def slope_test(x, y) -> dict[str, float]:
+    """Least-squares slope of y on x with its standard error and the one-sided p-value of slope > 0."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    check_int("number of points", x.size, low=3)
+    res = stats.linregress(x, y)
+    t = res.slope / res.stderr if res.stderr > 0 else (np.inf if res.slope > 0 else -np.inf)
+    return {"slope": float(res.slope), "se": float(res.stderr), "p_positive": float(stats.t.sf(t, df=x.size - 2))}

@@ -23,26 +23,16 @@ number of instances); ``rg_category_mean`` (the unweighted mean of the category 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from math import comb
 
 import numpy as np
 import pandas as pd
 
 from brorl_lib.core import stats
-from brorl_lib.core.validation import check_int
 from brorl_lib.evaluation.datasets import BENCHMARKS, DOMAINS, GROUPS
 from brorl_lib.paper.reported import CODE_COLUMNS, MATH_COLUMNS, RG_COLUMNS
 
 TABLE_METRIC = {"math": "score", "code": "correct", "reasoning_gym": "score"}
 INSTANCE_KEYS = ["checkpoint", "benchmark", "domain", "task", "instance_id"]
-
-
-def unbiased_pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k from n samples with c correct: 1 - C(n-c, k) / C(n, k)."""
-    check_int("n", n, low=1)
-    check_int("c", c, low=0, high=n)
-    check_int("k", k, low=1, high=n)
-    return 1.0 - comb(n - c, k) / comb(n, k)
 
 
 def instance_scores(results: pd.DataFrame) -> pd.DataFrame:
@@ -81,7 +71,7 @@ def benchmark_scores(results: pd.DataFrame, ks: Sequence[int] = (1,)) -> pd.Data
                     f"k={k} is not allowed: benchmark {bench} of {ckpt} has instances with only {n_min} samples"
                 )
             row[f"pass@{k}"] = float(
-                np.mean([unbiased_pass_at_k(int(n), int(c), k) for n, c in zip(grp["samples"], grp["n_correct"])])
+                np.mean([stats.unbiased_pass_at_k(int(n), int(c), k) for n, c in zip(grp["samples"], grp["n_correct"])])
             )
         sub = results[(results["checkpoint"] == ckpt) & (results["benchmark"] == bench)]
         row["mean_response_tokens"] = float(sub["response_tokens"].mean())

@@ -1,14 +1,25 @@
-"""The paper's experiment at laptop scale: warm start, phase 1 (N=16 until the held-out score
-plateaus), then phase 2 arms from that checkpoint at equal total generated samples.
+"""The paper's experiment at laptop scale: warm start, phase 1 (ProRL, N=16, until held-out pass@1 stops
+rising), then phase-2 arms from that one checkpoint (weights and optimizer state) at equal generated
+samples, each under several seeds.
 
-Everything a run writes lands under ``runs_dir/<name>/seed<k>/``: the warm start and each arm's
-checkpoint (Hugging Face format), metrics.csv per arm, and per-instance held-out scores. Calling
-again resumes every unfinished piece and skips the finished ones.
+Layout of ``runs_dir`` (every piece written atomically; calling again resumes what is unfinished):
+
+* ``settings.json``: the shared settings (tasks, model, warm start, phase 1, evaluation protocol);
+* ``test_instances.csv``, ``task_screen.csv``: the held-out set and the tasks kept by the screen;
+* ``warm_start/``, ``phase1/`` (arm.json, metrics.csv, plateau.json, checkpoint/, pass1_step<k>.npy, final_eval.npz);
+* ``theory_supports.csv``, ``theory_batches.csv``: Theorem 1 on the phase-1 checkpoint's responses;
+* ``arms/<arm key>/seed<k>/``: one phase-2 arm under one seed (arm.json, metrics.csv, pass1_step<k>.npy,
+  final_eval.npz; a finished arm keeps no weights, phase 1 keeps its checkpoint, the start of every arm).
+
+The split, the warm start and phase 1 use seed 0 (``SHARED_SEED``); ``seeds`` are the phase-2 seeds, which
+set the prompts drawn, the rollouts sampled and the evaluation's draws of each arm.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -16,23 +27,24 @@ import numpy as np
 import pandas as pd
 import torch
 
-from brorl_lib.core import atomic
+from brorl_lib.core import atomic, stats
 from brorl_lib.core.validation import check_choice, check_int, check_int_list, check_positive, check_range
-from brorl_lib.paper import reported as paper
-from brorl_lib.paper import setup as paper_setup
+from brorl_lib.rlvr import arms as arm_design
 from brorl_lib.rlvr import mass_balance, tasks, warm_start
 from brorl_lib.rlvr import model as tiny
-from brorl_lib.rlvr.run import CHECKPOINT, ArmSettings, run_arm
+from brorl_lib.rlvr.run import CHECKPOINT, ArmSettings, EvalProtocol, correct_counts, run_arm
 from brorl_lib.rlvr.step import StepSettings
 from brorl_lib.rlvr.tokenizer import build_tokenizer
 
-TEST_INSTANCES = "test_instances.csv"  # held-out instances in the order of every score file
+SHARED_SEED = 0  # seed of the split, the warm start and phase 1
+TEST_INSTANCES, TASK_SCREEN = "test_instances.csv", "task_screen.csv"
 THEORY_SUPPORTS, THEORY_BATCHES = "theory_supports.csv", "theory_batches.csv"
 THEORY_ROLLOUTS = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # N values of the Theorem 1 analysis
-_PAPER_ARMS = paper.arm_shapes()  # Table 1: method -> (N, prompts per step)
-BASE_N = _PAPER_ARMS["ProRL"][0]  # the ProRL arm's rollouts per prompt
-# ProRL takes this many times the prompts per step of every other arm (Table 1: 512 vs 128, so 4)
-PROMPT_RATIO = _PAPER_ARMS["ProRL"][1] // _PAPER_ARMS["BroRL"][1]
+PHASE1, ARMS, FINAL_EVAL, PLATEAU = "phase1", "arms", "final_eval.npz", "plateau.json"
+BASE_N = arm_design.BASE_N
+WARM_START_BATCH = 32  # supervised examples per warm-start step (our choice)
+# settings that only phase 2 uses: changing them keeps the warm start and phase 1 of a run folder
+PHASE2_ONLY = ("design", "sample_budget", "eval_points", "passk_samples", "passk_instances", "hard_below")
 
 
 @dataclass(frozen=True)
@@ -45,19 +57,21 @@ class ExperimentSettings:
     warm_start_lr: float
     phase1_prompts: int  # prompts per step in phase 1 (N=16)
     phase1_max_steps: int
-    plateau_patience: int  # evaluations without a gain of plateau_tol end phase 1
-    plateau_tol: float
-    arm_rollouts: tuple[int, ...]  # phase-2 N values; 16 gets PROMPT_RATIO x the prompts of the others
-    arm_prompts: int  # prompts per step of the N != 16 arms
-    sample_budget: int  # generated samples per phase-2 arm
-    base_lr: float  # learning rate at N=16 x (PROMPT_RATIO * arm_prompts) samples per step
-    mini_batches: int
-    temperature: float
-    max_new_tokens: int
-    eval_samples: int
-    eval_temperature: float
     eval_every: int  # phase-1 steps between held-out evaluations
-    eval_points: int = 8  # held-out evaluations per phase-2 arm, evenly spaced in samples
+    plateau_window: int  # phase 1 ends once the slope of pass@1 over this many evaluations ...
+    plateau_alpha: float  # ... is not significantly positive at this level (one-sided)
+    design: arm_design.ArmDesign
+    sample_budget: int  # generated samples per phase-2 arm, counted before the dynamic-sampling filter
+    mini_batches: int
+    temperature: float  # rollout temperature in training
+    max_new_tokens: int
+    protocol: EvalProtocol
+    eval_points: int = 4  # held-out evaluations per phase-2 arm, evenly spaced in samples
+    screen_samples: int = 64  # samples per held-out instance in the task screen
+    screen_min_solved: float = 0.05  # a task is kept when at least this share of its instances is ever solved
+    passk_samples: int = 256  # samples per hard instance for pass@k
+    passk_instances: int = 200  # at most this many hard instances (the first by index) get pass@k
+    hard_below: float = 0.5  # an instance is hard when the plateau model's pass@1 on it is below this
     kl_coef: float = 0.0  # KL to the arm's starting policy (0: off)
     theory_prompts: int = 8  # training prompts whose response distribution is analysed at the phase-1 checkpoint
     theory_samples: int = 2048  # draws per analysed prompt that find its distinct responses
@@ -84,61 +98,33 @@ class ExperimentSettings:
             "warm_start_steps",
             "phase1_prompts",
             "phase1_max_steps",
-            "plateau_patience",
-            "arm_prompts",
-            "sample_budget",
+            "eval_every",
             "mini_batches",
             "max_new_tokens",
-            "eval_samples",
-            "eval_every",
             "eval_points",
+            "screen_samples",
+            "passk_samples",
+            "passk_instances",
             "theory_prompts",
             "theory_samples",
             "theory_batches",
         ):
             check_int(name, getattr(self, name), low=1)
-        for name in ("warm_start_lr", "base_lr", "temperature", "eval_temperature"):
+        check_int("plateau_window", self.plateau_window, low=3)
+        for name in ("warm_start_lr", "temperature"):
             check_positive(name, getattr(self, name))
-        check_range("plateau_tol", self.plateau_tol, low=0.0)
+        for name in ("plateau_alpha", "screen_min_solved", "hard_below"):
+            check_range(name, getattr(self, name), low=0.0, high=1.0)
         check_range("kl_coef", self.kl_coef, low=0.0)
         check_choice("device", self.device.split(":")[0], ("cpu", "cuda"))
         if self.device.startswith("cuda") and not torch.cuda.is_available():
             raise ValueError(f"device={self.device!r} is not allowed here: no CUDA device is visible; use device='cpu'")
         self.model.check()
-        check_arm_rollouts(self, "arm_rollouts", self.arm_rollouts)
+        arm_design.check_equal_samples(all_arms(self), self.sample_budget)
 
 
-def check_arm_rollouts(settings: ExperimentSettings, name: str, rollouts) -> None:
-    """A list of distinct N >= 2, each arm spending exactly the sample budget in whole steps."""
-    check_int_list(name, list(rollouts), low=2)
-    if len(set(rollouts)) != len(rollouts):
-        raise ValueError(f"{name}={list(rollouts)} names an N twice")
-    for n in rollouts:
-        if settings.sample_budget % (n * prompts_for(settings, n)):
-            raise ValueError(
-                f"sample_budget={settings.sample_budget} is not allowed: it must be a multiple of the "
-                f"N={n} arm's samples per step ({n * prompts_for(settings, n)})"
-            )
-
-
-def prompts_for(settings: ExperimentSettings, n: int) -> int:
-    """Prompts per step of the arm with N rollouts."""
-    return settings.arm_prompts * (PROMPT_RATIO if n == BASE_N else 1)
-
-
-def arm_lr(settings: ExperimentSettings, n: int) -> float:
-    """Paper §4.2.1: sqrt of the samples-per-step ratio to the N=16 arm, mini-batch count fixed."""
-    base = BASE_N * prompts_for(settings, BASE_N)
-    return paper_setup.scaled_learning_rate(settings.base_lr, base, n * prompts_for(settings, n))
-
-
-def data(settings: ExperimentSettings, seed: int) -> tuple[list[tasks.LaptopInstance], list[tasks.LaptopInstance]]:
-    train, test = [], []
-    for t, level in zip(settings.task_names, settings.difficulties):
-        tr, te = tasks.make_split(t, level, settings.n_train, settings.n_test, seed)
-        train += tr
-        test += te
-    return train, test
+def all_arms(settings: ExperimentSettings) -> list[arm_design.Arm]:
+    return arm_design.main_arms(settings.design) + arm_design.pilot_arms(settings.design)
 
 
 def _step(settings: ExperimentSettings, n: int) -> StepSettings:
@@ -151,14 +137,98 @@ def _step(settings: ExperimentSettings, n: int) -> StepSettings:
     )
 
 
-def warm_start_model(settings: ExperimentSettings, train, seed: int, folder: Path, progress: bool = False) -> Path:
+def arm_settings(settings: ExperimentSettings, arm: arm_design.Arm, seed: int) -> ArmSettings:
+    """One phase-2 arm under one seed: eval_points evaluations evenly spaced over its sample budget."""
+    steps = settings.sample_budget // arm.samples_per_step
+    every = max(1, steps // settings.eval_points)
+    return ArmSettings(
+        f"seed {seed} {arm.label}",
+        _step(settings, arm.n),
+        arm.prompts,
+        arm.lr,
+        settings.sample_budget,
+        every,
+        every,
+        seed,
+    )
+
+
+def phase1_arm(settings: ExperimentSettings) -> ArmSettings:
+    """Phase 1: the ProRL arm's N and learning rate at phase1_prompts, at most phase1_max_steps steps."""
+    return ArmSettings(
+        "phase 1",
+        _step(settings, BASE_N),
+        settings.phase1_prompts,
+        settings.design.base_lr,
+        sample_budget=settings.phase1_max_steps * BASE_N * settings.phase1_prompts,
+        eval_every=settings.eval_every,
+        checkpoint_every=settings.eval_every,
+        seed=SHARED_SEED,
+    )
+
+
+def mass_balance_settings(settings: ExperimentSettings) -> mass_balance.MassBalanceSettings:
+    """The Theorem 1 analysis at the end of phase 1."""
+    return mass_balance.MassBalanceSettings(
+        settings.theory_prompts,
+        settings.theory_samples,
+        settings.theory_batches,
+        THEORY_ROLLOUTS,
+        settings.temperature,
+        settings.max_new_tokens,
+        SHARED_SEED,
+    )
+
+
+def check_run(settings: ExperimentSettings, seeds: list[int]) -> None:
+    """Every check a run makes, before any work: the settings, the seeds (at least 2: the seed is the unit of
+    the test), and the settings of every arm and of the analysis (ValueError naming the setting)."""
+    settings.validate()
+    check_int_list("seeds", list(seeds), low=0)
+    if len(seeds) < 2:
+        raise ValueError(f"seeds={list(seeds)} is not allowed: the arms are compared across seeds, so give at least 2")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds={list(seeds)} names a seed twice")
+    phase1_arm(settings)
+    for arm in all_arms(settings):
+        for seed in seeds:
+            arm_settings(settings, arm, seed)
+    mass_balance_settings(settings)
+
+
+def data(settings: ExperimentSettings) -> tuple[list[tasks.LaptopInstance], list[tasks.LaptopInstance]]:
+    """Training and held-out instances of every task; a task with no held-out instance stops the run."""
+    train, test = [], []
+    for t, level in zip(settings.task_names, settings.difficulties):
+        tr, te = tasks.make_split(t, level, settings.n_train, settings.n_test, SHARED_SEED)
+        train += tr
+        test += te
+    check_disjoint(train, test)
+    return train, test
+
+
+def check_disjoint(train: list[tasks.LaptopInstance], test: list[tasks.LaptopInstance]) -> None:
+    """Train and held-out sets share no prompt (a prompt fixes its answer)."""
+    shared = {i.prompt for i in train} & {i.prompt for i in test}
+    if shared:
+        raise ValueError(f"{len(shared)} held-out prompts also occur in training, e.g. {sorted(shared)[:3]}")
+
+
+def warm_start_model(settings: ExperimentSettings, train, folder: Path, progress: bool = False) -> Path:
     """Supervised warm start, saved once (skipped when already there) and atomically, so an interruption
     never leaves a half-saved model behind."""
     if not (folder / "config.json").exists():
         tok = build_tokenizer()
-        model = tiny.build_model(settings.model, tok, seed).to(settings.device)
+        model = tiny.build_model(settings.model, tok, SHARED_SEED).to(settings.device)
         losses = warm_start.train_sft(
-            model, tok, train, settings.warm_start_steps, 32, settings.warm_start_lr, seed, progress
+            model,
+            tok,
+            train,
+            settings.warm_start_steps,
+            WARM_START_BATCH,
+            settings.warm_start_lr,
+            SHARED_SEED,
+            progress,
         )
 
         def fill(tmp: Path) -> None:
@@ -169,202 +239,211 @@ def warm_start_model(settings: ExperimentSettings, train, seed: int, folder: Pat
     return folder
 
 
-def _plateau(settings: ExperimentSettings, metrics: pd.DataFrame) -> bool:
-    """No held-out gain of plateau_tol over the last plateau_patience evaluations."""
-    scores = metrics["test_score"].dropna().to_numpy()
-    k = settings.plateau_patience
-    return len(scores) > k and scores[-k:].max() < scores[:-k].max() + settings.plateau_tol
-
-
-def phase1_arm(settings: ExperimentSettings, seed: int) -> ArmSettings:
-    """Phase 1 of one seed: the N=16 arm, at most phase1_max_steps steps."""
-    return ArmSettings(
-        f"seed {seed} phase 1",
-        _step(settings, BASE_N),
-        settings.phase1_prompts,
-        settings.base_lr,
-        sample_budget=settings.phase1_max_steps * BASE_N * settings.phase1_prompts,
-        eval_every=settings.eval_every,
-        checkpoint_every=settings.eval_every,
-        seed=seed,
+def task_screen(settings: ExperimentSettings, start: Path, test, root: Path) -> pd.DataFrame:
+    """Per task: the share of held-out instances the warm start solves at least once in screen_samples samples
+    at the rollout temperature, and whether the task is kept (share >= screen_min_solved)."""
+    path = root / TASK_SCREEN
+    if path.exists():
+        return pd.read_csv(path)
+    model, tok = tiny.load(start, settings.device)
+    protocol = EvalProtocol(settings.screen_samples, settings.temperature, 1.0, settings.max_new_tokens)
+    solved = correct_counts(model, tok, test, settings.screen_samples, protocol, SHARED_SEED) > 0
+    names = np.array([i.task for i in test])
+    table = pd.DataFrame(
+        [
+            {"task": t, "instances": int((names == t).sum()), "solved_share": float(solved[names == t].mean())}
+            for t in settings.task_names
+        ]
     )
-
-
-def phase2_arms(
-    settings: ExperimentSettings, seed: int, base_lr_rollouts: tuple[int, ...] = ()
-) -> list[tuple[str, int, str, ArmSettings]]:
-    """(arm name, N, folder, settings) of every phase-2 arm of one seed: the square-root rule's arms, then the
-    ablation arms at the N=16 arm's learning rate."""
-    arms = [(f"N={n}", n, arm_lr(settings, n), f"arm_N{n}") for n in settings.arm_rollouts]
-    arms += [(f"N={n} base lr", n, settings.base_lr, f"arm_N{n}_base_lr") for n in base_lr_rollouts]
-    out = []
-    for name, n, lr, folder in arms:
-        every = arm_eval_every(settings, n)
-        out.append(
-            (
-                name,
-                n,
-                folder,
-                ArmSettings(
-                    f"seed {seed} {name}",
-                    _step(settings, n),
-                    prompts_for(settings, n),
-                    lr,
-                    settings.sample_budget,
-                    every,
-                    every,
-                    seed,
-                ),
-            )
+    table["kept"] = table["solved_share"] >= settings.screen_min_solved
+    if not table["kept"].any():
+        raise ValueError(
+            f"no task passes the screen: every task's share of held-out instances solved in {settings.screen_samples} "
+            f"samples is below screen_min_solved={settings.screen_min_solved} ({table.to_dict('records')}); "
+            "lower the difficulties or train the warm start longer"
         )
-    return out
+    atomic.write_text(path, table.to_csv(index=False, lineterminator="\n"))
+    return table
 
 
-def mass_balance_settings(settings: ExperimentSettings, seed: int) -> mass_balance.MassBalanceSettings:
-    """The Theorem 1 analysis at the end of one seed's phase 1."""
-    return mass_balance.MassBalanceSettings(
-        settings.theory_prompts,
-        settings.theory_samples,
-        settings.theory_batches,
-        THEORY_ROLLOUTS,
-        settings.temperature,
-        settings.max_new_tokens,
-        seed,
-    )
+def plateau_test(metrics: pd.DataFrame, settings: ExperimentSettings) -> dict | None:
+    """Slope of held-out pass@1 against step over the last plateau_window evaluations; None until there are
+    that many. ``plateau`` is True when the slope is not significantly positive (one-sided p > plateau_alpha)."""
+    evals = metrics.dropna(subset=["pass1"]).tail(settings.plateau_window)
+    if len(evals) < settings.plateau_window:
+        return None
+    test = stats.slope_test(evals["step"], evals["pass1"])
+    return {**test, "window_start": int(evals["step"].iloc[0]), "plateau": test["p_positive"] > settings.plateau_alpha}
 
 
-def check_run(settings: ExperimentSettings, seeds: list[int], base_lr_rollouts: tuple[int, ...] = ()) -> None:
-    """Every check a run makes, before any work: the settings, the seeds, and the settings of every arm and
-    of the analysis (ValueError naming the setting)."""
-    settings.validate()
-    check_int_list("seeds", list(seeds), low=0)
-    if base_lr_rollouts:
-        check_arm_rollouts(settings, "base_lr_rollouts", base_lr_rollouts)
-    for seed in seeds:
-        phase1_arm(settings, seed)
-        phase2_arms(settings, seed, base_lr_rollouts)
-        mass_balance_settings(settings, seed)
-
-
-def phase1(
-    settings: ExperimentSettings, start: Path, train, test, seed: int, folder: Path, progress: bool
-) -> pd.DataFrame:
-    """N=16 in chunks of eval_every steps until the held-out score stops improving (or max steps)."""
-    done = folder / "phase1_done.json"
+def phase1(settings: ExperimentSettings, start: Path, train, test, folder: Path, progress: bool) -> pd.DataFrame:
+    """N=16 in chunks of eval_every steps until the plateau test holds (or phase1_max_steps)."""
+    done = folder / PLATEAU
     if done.exists():  # ended earlier: a re-run must not train it further
         return pd.read_csv(folder / "metrics.csv")
-    arm = phase1_arm(settings, seed)
-    kwargs = dict(
-        eval_samples=settings.eval_samples,
-        eval_temperature=settings.eval_temperature,
-        progress=progress,
-        device=settings.device,
-    )
-    # resuming: the saved chunks may already have reached the plateau
+    arm = phase1_arm(settings)
     chunk = 0 if (folder / CHECKPOINT / "state.json").exists() else settings.eval_every
     while True:
-        metrics = run_arm(start, train, test, arm, folder, max_steps=chunk, **kwargs)
+        metrics = run_arm(
+            start,
+            train,
+            test,
+            arm,
+            folder,
+            settings.protocol,
+            max_steps=chunk,
+            progress=progress,
+            device=settings.device,
+        )
         chunk = settings.eval_every
         if len(metrics) == 1:  # nothing trained yet
             continue
-        plateau = _plateau(settings, metrics)
-        if plateau or metrics["step"].iloc[-1] >= settings.phase1_max_steps:
-            atomic.write_text(done, json.dumps({"step": int(metrics["step"].iloc[-1]), "plateau": bool(plateau)}))
+        test_result = plateau_test(metrics, settings)
+        last = int(metrics["step"].iloc[-1])
+        if (test_result and test_result["plateau"]) or last >= settings.phase1_max_steps:
+            record = {"step": last, "plateau": bool(test_result and test_result["plateau"]), **(test_result or {})}
+            atomic.write_text(done, json.dumps(record, indent=2))
             return metrics
 
 
-def arm_eval_every(settings: ExperimentSettings, n: int) -> int:
-    """Steps between evaluations of the N arm: eval_points evenly spaced over its sample budget."""
-    steps = -(-settings.sample_budget // (n * prompts_for(settings, n)))
-    return max(1, steps // settings.eval_points)
+def hard_items(folder: Path, hard_below: float, limit: int) -> np.ndarray:
+    """Indices of the held-out instances the phase-1 checkpoint mostly fails (pass@1 below ``hard_below``)."""
+    return np.flatnonzero(last_pass1(folder) < hard_below)[:limit]
 
 
-def _settings_record(settings: ExperimentSettings) -> dict:
-    return json.loads(json.dumps(asdict(settings)))  # tuples as lists, as read back from disk
+def final_eval(settings: ExperimentSettings, model_dir: Path, test, items: np.ndarray, folder: Path, seed: int) -> None:
+    """Greedy correctness of every held-out instance and, on the hard ones, correct counts of passk_samples
+    samples (for pass@k up to k = passk_samples), saved once as final_eval.npz."""
+    path = folder / FINAL_EVAL
+    if path.exists():
+        return
+    model, tok = tiny.load(model_dir, settings.device)
+    greedy = correct_counts(model, tok, test, 1, settings.protocol, seed, greedy=True)
+    hard = [test[i] for i in items]
+    counts = correct_counts(model, tok, hard, settings.passk_samples, settings.protocol, seed) if hard else []
+    buffer = io.BytesIO()
+    np.savez(buffer, greedy=greedy, items=items, counts=np.asarray(counts, dtype=np.int64))
+    atomic.write_bytes(path, buffer.getvalue())
 
 
-def _claim_folder(root: Path, settings: ExperimentSettings) -> None:
-    """A run folder belongs to one set of settings: refuse to mix results of different settings."""
-    record = root / "settings.json"
-    if record.exists():
-        old = json.loads(record.read_text())
-        changed = sorted(
-            k for k in set(old) | set(_settings_record(settings)) if old.get(k) != _settings_record(settings).get(k)
-        )
+def _shared_record(settings: ExperimentSettings) -> dict:
+    record = json.loads(json.dumps(asdict(settings)))  # tuples as lists, as read back from disk
+    return {k: v for k, v in record.items() if k not in PHASE2_ONLY}
+
+
+def _claim(record_path: Path, record: dict, what: str) -> None:
+    """A folder belongs to one set of settings: refuse to mix results of different settings."""
+    if record_path.exists():
+        old = json.loads(record_path.read_text())
+        changed = sorted(k for k in set(old) | set(record) if old.get(k) != record.get(k))
         if changed:
             raise ValueError(
-                f"{root} holds a run with other settings (differs in {changed}); "
+                f"{record_path.parent} holds {what} with other settings (differs in {changed}); "
                 "choose another runs_dir or delete that folder"
             )
-    root.mkdir(parents=True, exist_ok=True)
-    atomic.write_text(record, json.dumps(_settings_record(settings), indent=2))
+        return  # the same settings: leave the record (and its time stamp) as it is
+    record_path.parent.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(record_path, json.dumps(record, indent=2))
 
 
-def run(
-    settings: ExperimentSettings,
-    seeds: list[int],
-    runs_dir: Path,
-    progress: bool = True,
-    base_lr_rollouts: tuple[int, ...] = (),
-) -> pd.DataFrame:
-    """Every seed's phase 1 and phase-2 arms; returns all metrics with columns seed, phase, arm, N, lr, folder.
+def run(settings: ExperimentSettings, seeds: list[int], runs_dir: Path, progress: bool = True) -> pd.DataFrame:
+    """Warm start, screen, phase 1, the Theorem 1 analysis, then every seed's phase-2 arms and the learning-rate
+    pilot (first seed); returns all metrics (``collect``)."""
+    check_run(settings, seeds)
+    root = Path(runs_dir)
+    train, test = data(settings)  # an infeasible split stops the run before any training
+    _claim(root / "settings.json", _shared_record(settings), "a run")
+    start = warm_start_model(settings, train, root / "warm_start", progress)
+    screen = task_screen(settings, start, test, root)
+    kept = set(screen.loc[screen["kept"], "task"])
+    train, test = [i for i in train if i.task in kept], [i for i in test if i.task in kept]
+    if not (root / TEST_INSTANCES).exists():
+        table = pd.DataFrame(
+            {"task": [i.task for i in test], "prompt": [i.prompt for i in test], "answer": [i.answer for i in test]}
+        )
+        atomic.write_text(root / TEST_INSTANCES, table.to_csv(index=False, lineterminator="\n"))
+    # phase 1 also reads design.base_lr (a phase-2 setting above): its folder records its own settings
+    _claim(root / PHASE1 / "arm.json", json.loads(json.dumps(asdict(phase1_arm(settings)))), "phase 1")
+    phase1(settings, start, train, test, root / PHASE1, progress)
+    checkpoint = root / PHASE1 / CHECKPOINT
+    items = hard_items(root / PHASE1, settings.hard_below, settings.passk_instances)
+    final_eval(settings, checkpoint, test, items, root / PHASE1, SHARED_SEED)
+    theory_at_phase1_end(settings, train, root)
+    for arm, seed in plan(settings, seeds):
+        folder = arm_folder(root, arm, seed)
+        chosen = arm_settings(settings, arm, seed)
+        _claim(folder / "arm.json", json.loads(json.dumps(asdict(chosen))), "an arm")
+        run_arm(checkpoint, train, test, chosen, folder, settings.protocol, progress=progress, device=settings.device)
+        final_eval(settings, folder / CHECKPOINT, test, items, folder, seed)
+        shutil.rmtree(folder / CHECKPOINT, ignore_errors=True)  # finished and evaluated: its weights are not needed
+    return collect(settings, seeds, root)
 
-    ``base_lr_rollouts`` adds ablation arms: the same N, prompts and samples, but the N=16 arm's learning
-    rate instead of the square-root rule (arm "N=<n> base lr", folder ``arm_N<n>_base_lr``)."""
-    check_run(settings, seeds, base_lr_rollouts)
-    splits = {seed: data(settings, seed) for seed in seeds}  # an infeasible split stops the run before any training
-    frames = []
-    for seed in seeds:
-        root = Path(runs_dir) / f"seed{seed}"
-        train, test = splits[seed]
-        _claim_folder(root, settings)
-        if not (root / TEST_INSTANCES).exists():
-            atomic.write_text(
-                root / TEST_INSTANCES,
-                pd.DataFrame(
-                    {
-                        "task": [i.task for i in test],
-                        "prompt": [i.prompt for i in test],
-                        "answer": [i.answer for i in test],
-                    }
-                ).to_csv(index=False, lineterminator="\n"),
+
+def plan(settings: ExperimentSettings, seeds: list[int]) -> list[tuple[arm_design.Arm, int]]:
+    """(arm, seed) in the order they run: seed by seed (so a cut-short run has whole seeds), then the pilot."""
+    out = [(a, s) for s in seeds for a in arm_design.main_arms(settings.design)]
+    return out + [(a, seeds[0]) for a in arm_design.pilot_arms(settings.design)]
+
+
+def arm_folder(root: Path, arm: arm_design.Arm, seed: int) -> Path:
+    return Path(root) / ARMS / arm.key / f"seed{seed}"
+
+
+def collect(settings: ExperimentSettings, seeds: list[int], runs_dir: Path) -> pd.DataFrame:
+    """Every step's metrics of phase 1 and of each finished or started phase-2 arm, as saved under ``runs_dir``:
+    columns phase, seed, arm (its key), label, role, N, prompts, lr, lr_factor and run_arm's metrics."""
+    root = Path(runs_dir)
+    frames = [
+        pd.read_csv(root / PHASE1 / "metrics.csv").assign(
+            phase=1,
+            seed=SHARED_SEED,
+            arm=PHASE1,
+            label="phase 1 (ProRL N=16)",
+            role="phase 1",
+            N=BASE_N,
+            prompts=settings.phase1_prompts,
+            lr=settings.design.base_lr,
+            lr_factor=1.0,
+        )
+    ]
+    for arm, seed in plan(settings, seeds):
+        path = arm_folder(root, arm, seed) / "metrics.csv"
+        if path.exists():
+            frames.append(
+                pd.read_csv(path).assign(
+                    phase=2,
+                    seed=seed,
+                    arm=arm.key,
+                    label=arm.label,
+                    role=arm.role,
+                    N=arm.n,
+                    prompts=arm.prompts,
+                    lr=arm.lr,
+                    lr_factor=arm.lr_factor,
+                )
             )
-        start = warm_start_model(settings, train, seed, root / "warm_start", progress)
-        p1 = phase1(settings, start, train, test, seed, root / "phase1", progress)
-        frames.append(p1.assign(seed=seed, phase=1, arm="phase 1", N=BASE_N, lr=settings.base_lr, folder="phase1"))
-        theory_at_phase1_end(settings, train, seed, root)
-        for name, n, folder, arm in phase2_arms(settings, seed, base_lr_rollouts):
-            m = run_arm(
-                root / "phase1" / "checkpoint",
-                train,
-                test,
-                arm,
-                root / folder,
-                settings.eval_samples,
-                settings.eval_temperature,
-                progress=progress,
-                device=settings.device,
-            )
-            frames.append(m.assign(seed=seed, phase=2, arm=name, N=n, lr=arm.lr, folder=folder))
     return pd.concat(frames, ignore_index=True)
 
 
-def theory_at_phase1_end(settings: ExperimentSettings, train, seed: int, root: Path) -> None:
-    """Theorem 1's quantities on the phase-1 checkpoint's own responses, computed once per seed."""
+def theory_at_phase1_end(settings: ExperimentSettings, train, root: Path) -> None:
+    """Theorem 1's quantities on the phase-1 checkpoint's own responses, computed once."""
     if (root / THEORY_BATCHES).exists():
         return
-    model, tok = tiny.load(root / "phase1" / "checkpoint", settings.device)
-    supports, batches = mass_balance.analyse(model.eval(), tok, train, mass_balance_settings(settings, seed))
+    model, tok = tiny.load(root / PHASE1 / CHECKPOINT, settings.device)
+    supports, batches = mass_balance.analyse(model.eval(), tok, train, mass_balance_settings(settings))
     atomic.write_text(root / THEORY_SUPPORTS, supports.to_csv(index=False, lineterminator="\n"))
     atomic.write_text(root / THEORY_BATCHES, batches.to_csv(index=False, lineterminator="\n"))
 
 
-def final_instance_scores(runs_dir: Path, seed: int, folder: str) -> np.ndarray:
-    """Per-instance held-out scores at the last evaluation of ``folder`` (phase1 or arm_N<n>)."""
-    files = sorted(
-        (Path(runs_dir) / f"seed{seed}" / folder).glob("test_scores_step*.npy"),
-        key=lambda p: int(p.stem.removeprefix("test_scores_step")),
-    )
+def pass1_files(folder: Path) -> list[tuple[int, Path]]:
+    """(step, file) of every held-out evaluation saved in an arm folder, by step."""
+    files = Path(folder).glob("pass1_step*.npy")
+    return sorted((int(p.stem.removeprefix("pass1_step")), p) for p in files)
+
+
+def last_pass1(folder: Path) -> np.ndarray:
+    """Per-instance held-out pass@1 at the last evaluation saved in ``folder``."""
+    files = pass1_files(folder)
     if not files:
-        raise ValueError(f"no held-out scores under {Path(runs_dir) / f'seed{seed}' / folder}")
-    return np.load(files[-1])
+        raise ValueError(f"no held-out evaluations under {folder}")
+    return np.load(files[-1][1])

@@ -1,382 +1,394 @@
-"""The computations behind notebooks/04_laptop_rlvr.ipynb: its parameters, and tables built from a run."""
+"""Tables of notebook 04, computed from a run folder (``experiment.run`` / ``experiment.collect``).
+
+Statistics follow the issue of fairness the paper leaves open: every phase-2 arm starts from the same
+plateau checkpoint and is evaluated on the same held-out instances, so each seed gives one paired
+difference to the ProRL arm (the mean over instances of arm minus ProRL); the seed is the unit of the test
+(a Student-t interval and test over seeds, ``core.stats.mean_interval``), never instances x seeds pooled.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+import platform
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 
 from brorl_lib.core import stats
-from brorl_lib.core.params import LEARNING_RATE, MAX_SEEDS, SEED_MAX, TEMPERATURE, NotebookConfig, param
-from brorl_lib.core.paths import REPO_ROOT
-from brorl_lib.core.validation import check_choice
+from brorl_lib.rlvr import arms as arm_design
 from brorl_lib.rlvr import experiment as ex
 from brorl_lib.rlvr import mass_balance
-from brorl_lib.rlvr.model import TinyModelShape
-from brorl_lib.rlvr.tokenizer import ALPHABET, SPECIAL_TOKENS
+from brorl_lib.rlvr import model as tiny
 
-HEADS, KV_HEADS = 4, 2  # our choice for every model size: grouped-query attention as in Qwen2
-MAX_LEVEL = max(max(f.levels) for f in ex.tasks.FAMILIES.values())
-MAX_N = 8192  # our bound on N per arm: 16x the paper's 512 (one prompt's 8,192 samples are generated at once)
-MEMORY_BOUND_GB = 32.0  # our bound on a run's estimated peak memory: a 32 GB workstation (the gpu profile's H100: 80)
-
-
-@dataclass(frozen=True)
-class LaptopRLVRConfig(NotebookConfig):
-    """Notebook 04's parameters: the one place their ranges are declared (the experiment's own checks are looser,
-    so a value allowed here never fails later). Upper bounds are our choice, far above the paper profile; on top
-    of them the run's peak memory is estimated (``peak_memory_gb``) and refused above MEMORY_BOUND_GB."""
-
-    tasks: list[str] = param(
-        ["spell_backward", "arithmetic", "word_sequence_reversal"],
-        "reasoning_gym task families",
-        choices=tuple(ex.tasks.FAMILIES),
-        distinct=True,
-        max_items=len(ex.tasks.FAMILIES),
-    )
-    difficulties: list[int] = param(
-        [2, 1, 1], "one level per task", low=1, high=MAX_LEVEL, max_items=len(ex.tasks.FAMILIES)
-    )
-    n_train: int = param(150, "training instances drawn per task (duplicate prompts dropped)", low=1, high=100_000)
-    n_test: int = param(40, "held-out instances per task, disjoint from training", low=1, high=10_000)
-    hidden_size: int = param(128, "model width (our choice)", low=HEADS, high=1024, multiple_of=HEADS)
-    num_layers: int = param(3, "decoder layers (our choice)", low=1, high=32)
-    warm_start_steps: int = param(300, "supervised steps of 32 examples", low=1, high=100_000)
-    warm_start_lr: float = param(1e-3, "AdamW learning rate of the warm start", **LEARNING_RATE)
-    phase1_prompts: int = param(8, "prompts per step in phase 1 (N 16)", low=1, high=4096)
-    phase1_max_steps: int = param(40, "phase 1 stops here if no plateau came first", low=1, high=100_000)
-    plateau_patience: int = param(3, "evaluations without a gain that end phase 1", low=1, high=1000)
-    plateau_tol: float = param(0.005, "smallest gain of the held-out score that counts", low=0.0, high=1.0)
-    arm_rollouts: list[int] = param(
-        [16, 512],
-        "phase-2 arms: rollouts per prompt N, must include 16",
-        low=2,
-        high=MAX_N,
-        distinct=True,
-        max_items=32,
-    )
-    arm_prompts: int = param(1, "prompts per step of every arm but N 16, which takes 4x as many", low=1, high=1024)
-    sample_budget: int = param(
-        2048,
-        "generated samples per phase-2 arm (equal for all), a multiple of every arm's samples per step",
-        low=1,
-        high=1_000_000,
-    )
-    base_lr: float = param(
-        3e-4, "AdamW learning rate of the N 16 arm; others scale by sqrt of samples per step", **LEARNING_RATE
-    )
-    mini_batches: int = param(2, "PPO updates per step, the same in every arm", low=1, high=64)
-    temperature: float = param(1.0, "rollout sampling temperature", **TEMPERATURE)
-    max_new_tokens: int = param(
-        16,
-        "response length limit (prompt and response stay inside the model's 128 positions)",
-        unit="tokens",
-        low=1,
-        high=64,
-    )
-    kl_coef: float = param(0.0, "weight of the KL to the arm's starting policy (0 is off)", low=0.0, high=100.0)
-    eval_samples: int = param(4, "samples per held-out instance", low=1, high=64)
-    eval_temperature: float = param(1.0, "sampling temperature of the held-out evaluation", **TEMPERATURE)
-    eval_every: int = param(10, "phase-1 steps between evaluations", low=1, high=100_000)
-    eval_points: int = param(4, "evaluations per phase-2 arm, evenly spaced in samples", low=1, high=1000)
-    theory_prompts: int = param(
-        4, "training prompts analysed with Theorem 1 at the phase-1 checkpoint", low=1, high=1000
-    )
-    theory_samples: int = param(1024, "draws per analysed prompt that find its distinct responses", low=2, high=65_536)
-    theory_batches: int = param(32, "random batches per prompt and N for Theorem 1", low=1, high=10_000)
-    base_lr_rollouts: list[int] = param(
-        [],
-        "ablation arms: these N at the N 16 arm's learning rate (no square-root rule)",
-        low=2,
-        high=MAX_N,
-        distinct=True,
-        min_items=0,
-        max_items=32,
-    )
-    seeds: list[int] = param(
-        [0], "one full experiment per seed", low=0, high=SEED_MAX, distinct=True, max_items=MAX_SEEDS
-    )
-    runs_dir: str = param(
-        "build/runs/laptop_rlvr_quick", "results folder, relative to the repository root", nonempty=True
-    )
-    device: str = param("cpu", "where the model trains and samples (cuda needs a visible GPU)", choices=("cpu", "cuda"))
-
-    def check_together(self) -> None:
-        if len(self.difficulties) != len(self.tasks):
-            raise ValueError(
-                f"difficulties={list(self.difficulties)} is not allowed: give one level per task in "
-                f"tasks={list(self.tasks)}"
-            )
-        for t, level in zip(self.tasks, self.difficulties, strict=True):
-            check_choice(f"difficulties item for {t}", level, ex.tasks.FAMILIES[t].levels)
-        if ex.BASE_N not in self.arm_rollouts:
-            raise ValueError(f"arm_rollouts={list(self.arm_rollouts)} must include the baseline N={ex.BASE_N}")
-        need = peak_memory_gb(self)
-        if need > MEMORY_BOUND_GB:
-            raise ValueError(
-                f"hidden_size={self.hidden_size}, num_layers={self.num_layers} with the largest "
-                f"generation batch ({largest_batch(self)}) need about {need:.0f} GB at the run's peak "
-                f"(estimate); allowed at most {MEMORY_BOUND_GB:.0f} GB (our bound): lower one of them"
-            )
-        # the experiment's own checks (all looser than the declaration): a bad value can only surface here, before work
-        ex.check_run(self.settings(), list(self.seeds), tuple(self.base_lr_rollouts))
-
-    def settings(self) -> ex.ExperimentSettings:
-        shape = TinyModelShape(
-            hidden=self.hidden_size,
-            layers=self.num_layers,
-            heads=HEADS,
-            kv_heads=KV_HEADS,
-            intermediate=2 * self.hidden_size,
-        )
-        return ex.ExperimentSettings(
-            task_names=tuple(self.tasks),
-            difficulties=tuple(self.difficulties),
-            n_train=self.n_train,
-            n_test=self.n_test,
-            warm_start_steps=self.warm_start_steps,
-            warm_start_lr=self.warm_start_lr,
-            phase1_prompts=self.phase1_prompts,
-            phase1_max_steps=self.phase1_max_steps,
-            plateau_patience=self.plateau_patience,
-            plateau_tol=self.plateau_tol,
-            arm_rollouts=tuple(self.arm_rollouts),
-            arm_prompts=self.arm_prompts,
-            sample_budget=self.sample_budget,
-            base_lr=self.base_lr,
-            mini_batches=self.mini_batches,
-            temperature=self.temperature,
-            max_new_tokens=self.max_new_tokens,
-            eval_samples=self.eval_samples,
-            eval_temperature=self.eval_temperature,
-            eval_every=self.eval_every,
-            eval_points=self.eval_points,
-            kl_coef=self.kl_coef,
-            theory_prompts=self.theory_prompts,
-            theory_samples=self.theory_samples,
-            theory_batches=self.theory_batches,
-            model=shape,
-            device=self.device,
-        )
-
-    def runs_path(self) -> Path:
-        path = Path(self.runs_dir)
-        return path if path.is_absolute() else REPO_ROOT / path
+BASELINE = f"N{arm_design.BASE_N}"  # the ProRL arm's key
+ALPHA = 0.05  # two-sided level of every test and 95% interval here (our choice, the usual one)
+GAIN_SE = 3.0  # phase 1 must beat the warm start by this many standard errors (the issue's bar)
+WARM_START_RANGE = (0.2, 0.5)  # the warm start's held-out pass@1 should land here (our design target)
+MIN_EVAL_INSTANCES, MIN_SEEDS = 1000, 5  # the design's floor for the paper profile
+PASSK = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # k of the pass@k curve (up to passk_samples)
+LENGTH_BINS = ((3, 4), (5, 6), (7, 8))  # word-length strata of the per-length curves (spell_backward)
 
 
-# --- pre-flight memory estimate (rough, float32 throughout; our model of where the memory goes) ---
-PROMPT_TOKENS = 48  # our bound on a prompt's length in tokens (the longest task prompt has 41 characters)
-ACTIVATIONS_PER_LAYER = 34  # numbers kept per hidden unit, token and layer for the backward pass (rough count)
+def arm_order(metrics: pd.DataFrame) -> pd.DataFrame:
+    """One row per phase-2 arm in run order: arm, label, role, N, prompts, lr, lr_factor."""
+    cols = ["arm", "label", "role", "N", "prompts", "lr", "lr_factor"]
+    return metrics.loc[metrics.phase == 2, cols].drop_duplicates("arm").reset_index(drop=True)
 
 
-def generation_batches(cfg: LaptopRLVRConfig) -> dict[str, int]:
-    """Responses sampled at once by each part of the run, keyed by the parameters that set them."""
-    out = {
-        "16 x phase1_prompts": 16 * cfg.phase1_prompts,
-        "theory_samples": cfg.theory_samples,
-        "n_test x tasks x eval_samples": cfg.n_test * len(cfg.tasks) * cfg.eval_samples,
-    }
-    for n in dict.fromkeys([*cfg.arm_rollouts, *cfg.base_lr_rollouts]):
-        prompts = cfg.arm_prompts * (ex.PROMPT_RATIO if n == ex.BASE_N else 1)
-        out[f"N {n} x {prompts} prompts (arm_rollouts, arm_prompts)"] = n * prompts
+def main_arms(metrics: pd.DataFrame) -> list[str]:
+    """Keys of the arms run under every seed (all but the learning-rate pilot), in run order."""
+    arms = arm_order(metrics)
+    return arms.loc[arms.role != "pilot", "arm"].tolist()
+
+
+def phase1_curve(metrics: pd.DataFrame, runs_dir: Path) -> pd.DataFrame:
+    """Phase 1's held-out evaluations: step, samples, pass1, se; ``plateau`` is 1 on the row where it ended."""
+    p1 = metrics[metrics.phase == 1].dropna(subset=["pass1"])
+    out = p1[["step", "samples", "pass1", "pass1_se"]].rename(columns={"pass1_se": "se"}).reset_index(drop=True)
+    end = pd.read_json(Path(runs_dir) / ex.PHASE1 / ex.PLATEAU, typ="series")
+    out["plateau"] = (out["step"] == int(end["step"])).astype(int)
     return out
 
 
-def largest_batch(cfg: LaptopRLVRConfig) -> str:
-    name, rows = max(generation_batches(cfg).items(), key=lambda kv: kv[1])
-    return f"{name}: {rows:,} responses"
+def phase1_summary(runs_dir: Path) -> dict:
+    """Warm start vs plateau on the same instances: pass@1 of each, the paired gain and its standard error,
+    whether it exceeds GAIN_SE standard errors, and how phase 1 ended (the plateau test or the step cap)."""
+    folder = Path(runs_dir) / ex.PHASE1
+    files = ex.pass1_files(folder)
+    start, end = np.load(files[0][1]), np.load(files[-1][1])
+    gain = end - start
+    se = float(gain.std(ddof=1) / np.sqrt(gain.size))
+    record = pd.read_json(folder / ex.PLATEAU, typ="series")
+    return {
+        "warm_start_pass1": float(start.mean()),
+        "plateau_pass1": float(end.mean()),
+        "gain": float(gain.mean()),
+        "gain_se": se,
+        "gain_in_se": float(gain.mean() / se) if se > 0 else float("inf"),
+        "gained": bool(gain.mean() > GAIN_SE * se),
+        "plateau_step": int(record["step"]),
+        "plateau_reached": bool(record["plateau"]),
+        "plateau_slope_p": float(record.get("p_positive", np.nan)),
+    }
 
 
-def peak_memory_gb(cfg: LaptopRLVRConfig) -> float:
-    """Estimated peak memory of a run, GB: the model's training state, plus the larger of the biggest sampling
-    batch (KV cache and logits) and one PPO mini-batch of the biggest training batch (activations)."""
-    h, layers, vocab = cfg.hidden_size, cfg.num_layers, len(SPECIAL_TOKENS) + len(ALPHABET)
-    seq = PROMPT_TOKENS + cfg.max_new_tokens
-    weights = vocab * h + layers * 9 * h * h  # tied embeddings; q, o: h x h; k, v: h x h/2; MLP: 3 x h x 2h
-    state = 4 * weights * (4 + (cfg.kl_coef > 0))  # weights, gradients, AdamW's two moments (+ the KL reference)
-    batches = generation_batches(cfg)
-    generation = 4 * max(batches.values()) * seq * (layers * h + 3 * vocab)
-    trained = max(v for k, v in batches.items() if not k.startswith(("theory", "n_test")))
-    training = 4 * trained / cfg.mini_batches * seq * (ACTIVATIONS_PER_LAYER * layers * h + 3 * vocab)
-    return (state + max(generation, training)) / 1e9
-
-
-def arm_order(metrics: pd.DataFrame) -> list[str]:
-    """Phase-2 arms by N, each ablation arm after the arm of its N."""
-    arms = metrics.loc[metrics.phase == 2, ["arm", "N"]].drop_duplicates()
-    return (
-        arms.assign(ablation=arms["arm"] != "N=" + arms["N"].astype(str)).sort_values(["N", "ablation"])["arm"].tolist()
-    )
-
-
-def evaluations(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Phase-2 held-out scores per arm, starting from the phase-1 checkpoint's score at 0 samples, 0 s."""
-    start = metrics[metrics.phase == 1].dropna(subset=["test_score"]).groupby("seed").tail(1)
-    rows = metrics[(metrics.phase == 2)].dropna(subset=["test_score"])
-    starts = [
-        start.assign(arm=a, N=n, step=0, samples=0, elapsed_s=0.0, phase=2)
-        for a, n in rows[["arm", "N"]].drop_duplicates().itertuples(index=False)
-    ]
-    cols = ["seed", "arm", "N", "step", "samples", "elapsed_s", "test_score"]
-    out = pd.concat([*starts, rows.loc[rows.step > 0]], ignore_index=True)[cols]
-    return out.sort_values(["N", "seed", "step"], ignore_index=True)
-
-
-def phase1_end(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Per seed: phase-1 steps, samples, time and the held-out score it plateaued at."""
-    p1 = metrics[metrics.phase == 1]
-    last = p1.groupby("seed").tail(1)[["seed", "step", "samples", "elapsed_s"]]
-    score = p1.dropna(subset=["test_score"]).groupby("seed")["test_score"].last().rename("test_score")
-    return last.merge(score, on="seed")
-
-
-def table1(metrics: pd.DataFrame, settings: ex.ExperimentSettings) -> pd.DataFrame:
-    """Scaled-down Table 1: per arm, steps, samples, time and the held-out score (mean over seeds, with sd)."""
-    p2 = metrics[metrics.phase == 2]
-    per_seed = (
-        p2.groupby(["arm", "N", "seed"])
-        .agg(steps=("step", "max"), samples=("samples", "max"), time_s=("elapsed_s", "max"), lr=("lr", "first"))
-        .reset_index()
-    )
-    final = p2.dropna(subset=["test_score"]).groupby(["arm", "seed"])["test_score"].last().rename("score")
-    per_seed = per_seed.merge(final.reset_index(), on=["arm", "seed"])
-    start = phase1_end(metrics).set_index("seed")["test_score"]
-    per_seed["gain"] = per_seed["score"] - per_seed["seed"].map(start)
-    out = (
-        per_seed.groupby(["arm", "N"])
-        .agg(
-            prompts_per_step=("N", lambda s: ex.prompts_for(settings, int(s.iloc[0]))),
-            lr=("lr", "first"),
-            steps=("steps", "mean"),
-            samples=("samples", "mean"),
-            time_s=("time_s", "mean"),
-            score=("score", "mean"),
-            score_sd=("score", "std"),
-            gain=("gain", "mean"),
-            seeds=("seed", "nunique"),
-        )
-        .reset_index()
-    )
-    out[["steps", "samples"]] = out[["steps", "samples"]].round().astype(int)  # equal in every seed by design
-    return out.set_index("arm").loc[arm_order(metrics)].reset_index()
-
-
-def table2(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Scaled-down Table 2 per arm, measured in the same run: dynamic-sampling pass rate (share of generated
-    samples kept), generation throughput (samples per second of generation) and PPO updates per step."""
-    p2 = metrics[metrics.phase == 2].sort_values(["arm", "seed", "step"])
-    p2 = p2.assign(step_samples=p2.groupby(["arm", "seed"])["samples"].diff())
-    out = (
-        p2[p2.step > 0]
-        .groupby(["arm", "N"])
-        .agg(
-            pass_rate=("pass_rate", "mean"),
-            samples=("step_samples", "sum"),
-            generation_s=("generation_s", "sum"),
-            updates_per_step=("updates", "mean"),
-        )
-        .reset_index()
-    )
-    out["pass_rate_pct"] = 100 * out.pop("pass_rate")
-    out["samples_per_s"] = out["samples"] / out["generation_s"]
-    out["samples"] = out["samples"].astype(int)  # summed over seeds
-    return out.set_index("arm").loc[arm_order(metrics)].reset_index()
-
-
-def _score_files(folder: Path) -> list[tuple[int, Path]]:
-    files = folder.glob("test_scores_step*.npy")
-    return sorted((int(p.stem.removeprefix("test_scores_step")), p) for p in files)
-
-
-def instance_scores(runs_dir: Path, metrics: pd.DataFrame) -> pd.DataFrame:
-    """Every held-out instance's score at every evaluation: seed, arm, N, step, samples, elapsed_s, task, item, score.
-
-    Phase 1's last evaluation is step 0 of every phase-2 arm."""
+def final_pass1(runs_dir: Path, metrics: pd.DataFrame) -> pd.DataFrame:
+    """Each arm's per-instance held-out pass@1 at its last evaluation: arm, seed, item, pass1."""
     frames = []
-    for seed in sorted(metrics["seed"].unique()):
-        root = Path(runs_dir) / f"seed{seed}"
-        tasks = pd.read_csv(root / ex.TEST_INSTANCES)["task"].to_numpy()
-        p1_file = _score_files(root / "phase1")[-1][1]
-        for (arm, n, folder), m in metrics[(metrics.seed == seed) & (metrics.phase == 2)].groupby(
-            ["arm", "N", "folder"]
-        ):
-            m = m.set_index("step")
-            for step, f in [(0, p1_file)] + _score_files(root / folder):
-                samples, elapsed = (0, 0.0) if step == 0 else (m.at[step, "samples"], m.at[step, "elapsed_s"])
-                frames.append(
-                    pd.DataFrame(
-                        {
-                            "seed": seed,
-                            "arm": arm,
-                            "N": n,
-                            "step": step,
-                            "samples": samples,
-                            "elapsed_s": elapsed,
-                            "task": tasks,
-                            "item": np.arange(len(tasks)),
-                            "score": np.load(f),
-                        }
-                    )
-                )
+    for arm, seed in metrics.loc[metrics.phase == 2, ["arm", "seed"]].drop_duplicates().itertuples(index=False):
+        values = ex.last_pass1(Path(runs_dir) / ex.ARMS / arm / f"seed{seed}")
+        frames.append(pd.DataFrame({"arm": arm, "seed": seed, "item": np.arange(values.size), "pass1": values}))
     return pd.concat(frames, ignore_index=True)
 
 
-def task_curves(instances: pd.DataFrame) -> pd.DataFrame:
-    """Scaled-down Figure 4: mean held-out score per task, arm and evaluation (mean over seeds)."""
-    per_seed = instances.groupby(["task", "arm", "N", "seed", "step"], as_index=False).agg(
-        samples=("samples", "first"), elapsed_s=("elapsed_s", "first"), score=("score", "mean")
-    )
-    return per_seed.groupby(["task", "arm", "N", "step"], as_index=False).agg(
-        samples=("samples", "mean"), elapsed_s=("elapsed_s", "mean"), score=("score", "mean")
-    )
+def seed_means(per_instance: pd.DataFrame, value: str = "pass1") -> pd.DataFrame:
+    """Mean over held-out instances per arm and seed."""
+    return per_instance.groupby(["arm", "seed"], as_index=False)[value].mean()
 
 
-def final_vs_start(instances: pd.DataFrame) -> pd.DataFrame:
-    """Per arm, seed and held-out instance: score at the phase-1 end and at the arm's last evaluation."""
-    last = instances.groupby(["arm", "seed"])["step"].transform("max")
-    start = instances[instances.step == 0].set_index(["arm", "seed", "item"])["score"].rename("start")
-    final = instances[instances.step == last].set_index(["arm", "seed", "item"])
-    return final[["N", "task", "score"]].rename(columns={"score": "final"}).join(start).reset_index()
-
-
-def knowledge_shrinkage(instances: pd.DataFrame) -> pd.DataFrame:
-    """Share of held-out instances whose score fell below (rose above) their phase-1 value, per arm and task."""
-    pairs = final_vs_start(instances)
-    pairs["dropped"] = pairs["final"] < pairs["start"]
-    pairs["improved"] = pairs["final"] > pairs["start"]
-    overall = pairs.assign(task="all")
-    out = (
-        pd.concat([pairs, overall])
-        .groupby(["arm", "N", "task"], as_index=False)
-        .agg(dropped_pct=("dropped", "mean"), improved_pct=("improved", "mean"), instances=("item", "size"))
-    )
-    out[["dropped_pct", "improved_pct"]] *= 100
-    return out.sort_values(["task", "N"], ignore_index=True)
-
-
-def paired_tests(instances: pd.DataFrame, baseline: str = f"N={ex.BASE_N}") -> pd.DataFrame:
-    """The paper's paired t-test (one-sided, arm > baseline) over held-out instances pooled across seeds,
-    on each arm's final per-instance scores, with the mean difference as the effect size."""
-    pairs = final_vs_start(instances).set_index(["seed", "item"])
-    base = pairs[pairs.arm == baseline]["final"]
+def compare_to_baseline(per_seed: pd.DataFrame, arms: pd.DataFrame, value: str = "pass1") -> pd.DataFrame:
+    """Per arm: the mean of ``value`` over seeds and its paired difference to the ProRL arm, seed by seed, with a
+    95% t interval, the two-sided p-value and the smallest difference the test could detect with 80% power."""
+    base = per_seed[per_seed.arm == BASELINE].set_index("seed")[value]
     rows = []
-    for arm, g in pairs[pairs.arm != baseline].groupby("arm"):
-        both = g["final"].to_frame("arm").join(base.rename("base"), how="inner")
-        test = stats.paired_test(both["arm"].to_numpy(), both["base"].to_numpy(), alternative="greater")
-        rows.append({"arm": arm, "N": int(g["N"].iloc[0]), "baseline": baseline, **test})
-    return pd.DataFrame(rows).sort_values("N", ignore_index=True)
+    for arm in arms.itertuples(index=False):
+        mine = per_seed[per_seed.arm == arm.arm].set_index("seed")[value]
+        seeds = mine.index.intersection(base.index)
+        row = {
+            "arm": arm.arm,
+            "label": arm.label,
+            "role": arm.role,
+            "n_rollouts": int(arm.N),
+            "prompts_per_step": int(arm.prompts),
+            "lr": float(arm.lr),
+            "seeds": int(len(mine)),
+            f"{value}_mean": float(mine.mean()),
+            f"{value}_se": float(mine.std(ddof=1) / np.sqrt(len(mine))) if len(mine) > 1 else np.nan,
+        }
+        if arm.arm == BASELINE or len(seeds) < 2:
+            row.update(delta_vs_prorl=0.0 if arm.arm == BASELINE else np.nan)
+        else:
+            test = stats.mean_interval(mine[seeds] - base[seeds], confidence=1 - ALPHA)
+            row.update(
+                delta_vs_prorl=test["mean"],
+                ci_low=test["ci_low"],
+                ci_high=test["ci_high"],
+                p_value=test["p_value"],
+                detectable=test["detectable"],
+            )
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
-def theory_tables(runs_dir: Path, seeds: list[int]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Theorem 1 on the phase-1 checkpoints' responses: supports per prompt, every batch, and the summary per N."""
-    supports = pd.concat(
-        [pd.read_csv(Path(runs_dir) / f"seed{s}" / ex.THEORY_SUPPORTS).assign(seed=s) for s in seeds], ignore_index=True
+def direction(row: pd.Series) -> str:
+    """The verdict a row's numbers support: better / worse than ProRL at level ALPHA, or no detectable difference."""
+    if row["arm"] == BASELINE:
+        return "baseline"
+    if not np.isfinite(row.get("p_value", np.nan)):
+        return "not tested (fewer than 2 seeds)"
+    if row["p_value"] < ALPHA:
+        return "better than ProRL" if row["delta_vs_prorl"] > 0 else "worse than ProRL"
+    return f"no difference detected (80% power at |delta| >= {row['detectable']:.3f})"
+
+
+def verdict(runs_dir: Path, metrics: pd.DataFrame) -> pd.DataFrame:
+    """The verdict table: one row per arm run under every seed, held-out pass@1 at equal samples against ProRL."""
+    arms = arm_order(metrics)
+    arms = arms[arms.arm.isin(main_arms(metrics))]
+    table = compare_to_baseline(seed_means(final_pass1(runs_dir, metrics)), arms)
+    table["verdict"] = table.apply(direction, axis=1)
+    return table
+
+
+def final_evals(runs_dir: Path, metrics: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Greedy correctness per arm, seed and instance; pass@k per arm, seed and k (mean over the hard instances).
+    The phase-1 checkpoint appears as arm ``phase1`` (seed 0)."""
+    greedy, passk = [], []
+    keys = [(ex.PHASE1, ex.SHARED_SEED, Path(runs_dir) / ex.PHASE1)]
+    keys += [
+        (arm, seed, Path(runs_dir) / ex.ARMS / arm / f"seed{seed}")
+        for arm, seed in metrics.loc[metrics.phase == 2, ["arm", "seed"]].drop_duplicates().itertuples(index=False)
+    ]
+    for arm, seed, folder in keys:
+        data = np.load(folder / ex.FINAL_EVAL)
+        greedy.append(
+            pd.DataFrame({"arm": arm, "seed": seed, "item": np.arange(data["greedy"].size), "greedy": data["greedy"]})
+        )
+        samples = _passk_samples(runs_dir)
+        for k in (k for k in PASSK if k <= samples):
+            values = [stats.unbiased_pass_at_k(samples, int(c), k) for c in data["counts"]]
+            passk.append(
+                {
+                    "arm": arm,
+                    "seed": seed,
+                    "k": k,
+                    "pass_at_k": float(np.mean(values)) if values else np.nan,
+                    "hard_instances": len(values),
+                }
+            )
+    return pd.concat(greedy, ignore_index=True), pd.DataFrame(passk)
+
+
+def _passk_samples(runs_dir: Path) -> int:
+    return int(pd.read_json(Path(runs_dir) / "settings.json", typ="series").get("passk_samples", 256))
+
+
+def curves(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Phase-2 held-out evaluations per arm and seed (step 0 is the plateau checkpoint): arm, label, N, seed, step,
+    samples, elapsed_s, pass1."""
+    p2 = metrics[metrics.phase == 2].dropna(subset=["pass1"])
+    return p2[["arm", "label", "role", "N", "seed", "step", "samples", "elapsed_s", "pass1"]].reset_index(drop=True)
+
+
+def mean_curves(evals: pd.DataFrame) -> pd.DataFrame:
+    """``curves`` averaged over seeds at each evaluation, with the standard error across seeds."""
+    g = evals.groupby(["arm", "label", "role", "N", "step"], as_index=False, sort=False)
+    out = g.agg(
+        samples=("samples", "mean"),
+        elapsed_s=("elapsed_s", "mean"),
+        pass1=("pass1", "mean"),
+        sd=("pass1", "std"),
+        seeds=("seed", "nunique"),
     )
-    batches = pd.concat(
-        [pd.read_csv(Path(runs_dir) / f"seed{s}" / ex.THEORY_BATCHES).assign(seed=s) for s in seeds], ignore_index=True
+    out["se"] = out.pop("sd") / np.sqrt(out["seeds"])
+    return out
+
+
+def length_curves(runs_dir: Path, metrics: pd.DataFrame) -> pd.DataFrame:
+    """Scaled-down Figure 4: held-out pass@1 per word-length stratum (the task's difficulty inside the set), arm
+    and evaluation, mean over seeds."""
+    answers = pd.read_csv(Path(runs_dir) / ex.TEST_INSTANCES, keep_default_na=False)["answer"].str.len().to_numpy()
+    strata = np.full(answers.size, "", dtype=object)
+    for lo, hi in LENGTH_BINS:
+        strata[(answers >= lo) & (answers <= hi)] = f"{lo}-{hi} letters"
+    frames = []
+    for arm, label, n, seed in (
+        metrics.loc[metrics.phase == 2, ["arm", "label", "N", "seed"]].drop_duplicates().itertuples(index=False)
+    ):
+        m = metrics[(metrics.arm == arm) & (metrics.seed == seed)].set_index("step")
+        for step, path in ex.pass1_files(Path(runs_dir) / ex.ARMS / arm / f"seed{seed}"):
+            values = pd.Series(np.load(path)).groupby(strata).mean()
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "arm": arm,
+                        "label": label,
+                        "N": n,
+                        "seed": seed,
+                        "step": step,
+                        "samples": m.at[step, "samples"],
+                        "stratum": values.index,
+                        "pass1": values.to_numpy(),
+                    }
+                )
+            )
+    per_seed = pd.concat(frames, ignore_index=True)
+    per_seed = per_seed[per_seed.stratum != ""]
+    return per_seed.groupby(["stratum", "arm", "label", "N", "step"], as_index=False, sort=False).agg(
+        samples=("samples", "mean"), pass1=("pass1", "mean")
     )
+
+
+def lr_pilot(runs_dir: Path, metrics: pd.DataFrame) -> pd.DataFrame:
+    """Final held-out pass@1 of ProRL and the largest-N arm at each learning-rate factor, on the pilot's seed
+    (factor 1 is the main arm under that seed)."""
+    arms = arm_order(metrics)
+    pilots = arms[arms.role == "pilot"]
+    if pilots.empty:
+        return pd.DataFrame(columns=["family", "label", "N", "lr_factor", "lr", "seed", "pass1"])
+    seed = int(metrics.loc[metrics.role == "pilot", "seed"].iloc[0])
+    per_seed = seed_means(final_pass1(runs_dir, metrics))
+    rows = []
+    for n in sorted(pilots["N"].unique()):
+        main = arms[(arms.N == n) & (arms.lr_factor == 1.0) & arms.role.isin(["paper", "dose"])]
+        for arm in pd.concat([pilots[pilots.N == n], main]).itertuples(index=False):
+            score = per_seed[(per_seed.arm == arm.arm) & (per_seed.seed == seed)]["pass1"]
+            rows.append(
+                {
+                    "family": arm_design.label(int(n)),
+                    "N": int(n),
+                    "lr_factor": float(arm.lr_factor),
+                    "lr": float(arm.lr),
+                    "seed": seed,
+                    "pass1": float(score.iloc[0]) if len(score) else np.nan,
+                }
+            )
+    return pd.DataFrame(rows).sort_values(["N", "lr_factor"], ignore_index=True)
+
+
+def table1(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Scaled-down Table 1 per arm: N, prompts and steps per arm, samples (before filtering), training time (mean
+    over seeds) and final held-out pass@1 (mean over seeds)."""
+    p2 = metrics[(metrics.phase == 2) & metrics.arm.isin(main_arms(metrics))]
+    last = p2.sort_values("step").groupby(["arm", "seed"]).tail(1)
+    final = p2.dropna(subset=["pass1"]).sort_values("step").groupby(["arm", "seed"]).tail(1)
+    out = last.groupby("arm", sort=False).agg(
+        label=("label", "first"),
+        N=("N", "first"),
+        prompts_per_step=("prompts", "first"),
+        lr=("lr", "first"),
+        steps=("step", "mean"),
+        samples=("samples", "mean"),
+        time_s=("elapsed_s", "mean"),
+    )
+    out["pass1"] = final.groupby("arm")["pass1"].mean()
+    out[["steps", "samples"]] = out[["steps", "samples"]].round().astype(int)
+    return out.loc[main_arms(metrics)].reset_index()
+
+
+def throughput(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Scaled-down Table 2 per arm, measured in the run: the dynamic-sampling pass rate (share of generated samples
+    kept), generation throughput in samples and response tokens per second of generation, PPO updates per step."""
+    p2 = metrics[(metrics.phase == 2) & (metrics.step > 0)].sort_values(["arm", "seed", "step"])
+    p2 = p2.assign(
+        step_samples=p2.groupby(["arm", "seed"])["samples"].diff().fillna(p2["samples"]),
+        step_tokens=p2.groupby(["arm", "seed"])["tokens"].diff().fillna(p2["tokens"]),
+    )
+    out = p2.groupby("arm", sort=False).agg(
+        label=("label", "first"),
+        N=("N", "first"),
+        pass_rate=("pass_rate", "mean"),
+        samples=("step_samples", "sum"),
+        tokens=("step_tokens", "sum"),
+        generation_s=("generation_s", "sum"),
+        updates_per_step=("updates", "mean"),
+    )
+    out["pass_rate_pct"] = 100 * out.pop("pass_rate")
+    out["samples_per_s"] = out["samples"] / out["generation_s"]
+    out["tokens_per_s"] = out["tokens"] / out["generation_s"]
+    out[["samples", "tokens"]] = out[["samples", "tokens"]].astype(int)
+    return out.loc[[a for a in arm_order(metrics)["arm"] if a in out.index]].reset_index()
+
+
+def hardware(device: str = "cpu") -> str:
+    """The machine the throughput was measured on, in words."""
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return f"{torch.cuda.get_device_name(0)} (torch {torch.__version__})"
+    cpu = platform.processor() or platform.machine()
+    return f"{cpu}, {os.cpu_count()} logical cores, {torch.get_num_threads()} torch threads (torch {torch.__version__})"
+
+
+def protocol(runs_dir: Path) -> pd.DataFrame:
+    """One row: how held-out pass@1 was measured and on what (instances, samples, temperature, top-p, reward,
+    tasks kept by the screen, model parameters)."""
+    settings = pd.read_json(Path(runs_dir) / "settings.json", typ="series")
+    screen = pd.read_csv(Path(runs_dir) / ex.TASK_SCREEN)
+    model, _ = tiny.load(Path(runs_dir) / "warm_start")
+    test = pd.read_csv(Path(runs_dir) / ex.TEST_INSTANCES, keep_default_na=False)
+    p = settings["protocol"]
+    return pd.DataFrame(
+        [
+            {
+                "eval_instances": len(test),
+                "eval_samples": int(p["samples"]),
+                "temperature": float(p["temperature"]),
+                "top_p": float(p["top_p"]),
+                "reward": "binary: 1 if the reasoning_gym verifier gives full credit, else 0",
+                "tasks": " ".join(screen.loc[screen.kept, "task"]),
+                "model_params": int(sum(t.numel() for t in model.parameters())),
+            }
+        ]
+    )
+
+
+def design_checks(runs_dir: Path, metrics: pd.DataFrame, summary: dict) -> pd.DataFrame:
+    """Whether the run meets the design it needs to answer its question, each check computed from the run."""
+    lo, hi = WARM_START_RANGE
+    screen = pd.read_csv(Path(runs_dir) / ex.TASK_SCREEN)
+    seeds = metrics.loc[(metrics.phase == 2) & metrics.arm.isin(main_arms(metrics))].groupby("arm")["seed"].nunique()
+    instances = len(pd.read_csv(Path(runs_dir) / ex.TEST_INSTANCES, keep_default_na=False))
+    samples = metrics[metrics.phase == 2].groupby(["arm", "seed"])["samples"].max()
+    rows = [
+        (
+            "warm start pass@1 in [0.2, 0.5]",
+            f"{summary['warm_start_pass1']:.3f}",
+            lo <= summary["warm_start_pass1"] <= hi,
+        ),
+        (
+            f"phase 1 gained > {GAIN_SE:g} SE over the warm start",
+            f"{summary['gain']:+.3f} ({summary['gain_in_se']:.1f} SE)",
+            summary["gained"],
+        ),
+        (
+            "phase 1 ended by the plateau test (not the step cap)",
+            f"step {summary['plateau_step']}",
+            summary["plateau_reached"],
+        ),
+        (
+            "tasks excluded by the screen (< 5% ever solved)",
+            ", ".join(screen.loc[~screen.kept, "task"]) or "none",
+            True,
+        ),
+        (f"held-out instances >= {MIN_EVAL_INSTANCES}", str(instances), instances >= MIN_EVAL_INSTANCES),
+        (f"seeds per arm >= {MIN_SEEDS}", str(int(seeds.min())), int(seeds.min()) >= MIN_SEEDS),
+        (
+            "equal generated samples in every arm and seed",
+            f"{int(samples.min())} to {int(samples.max())}",
+            samples.min() == samples.max(),
+        ),
+    ]
+    return pd.DataFrame(rows, columns=["check", "value", "met"])
+
+
+def knowledge_shrinkage(runs_dir: Path, metrics: pd.DataFrame) -> pd.DataFrame:
+    """Per arm, mean over seeds: the share of held-out instances whose final pass@1 is below (above) the plateau
+    checkpoint's."""
+    start = ex.last_pass1(Path(runs_dir) / ex.PHASE1)
+    final = final_pass1(runs_dir, metrics)
+    final = final.assign(dropped=final["pass1"] < start[final["item"]], improved=final["pass1"] > start[final["item"]])
+    per_seed = final.groupby(["arm", "seed"], as_index=False)[["dropped", "improved"]].mean()
+    out = per_seed.groupby("arm", sort=False)[["dropped", "improved"]].mean() * 100
+    out = out.rename(columns={"dropped": "dropped_pct", "improved": "improved_pct"})
+    labels = arm_order(metrics).set_index("arm")
+    return out.loc[[a for a in labels.index if a in out.index]].join(labels[["label", "N"]]).reset_index()
+
+
+def theory_tables(runs_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Theorem 1 on the phase-1 checkpoint's responses: supports per prompt, every batch, and the summary per N."""
+    supports = pd.read_csv(Path(runs_dir) / ex.THEORY_SUPPORTS)
+    batches = pd.read_csv(Path(runs_dir) / ex.THEORY_BATCHES)
     summary = mass_balance.summary(batches)
     summary["share_groups_with_correct"] = mass_balance.groups_with_correct(supports["q_pos"].to_numpy(), summary["N"])
     return supports, batches, summary

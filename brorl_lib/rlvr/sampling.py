@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
-from brorl_lib.core.validation import check_int, check_positive
+from brorl_lib.core.validation import check_int, check_positive, check_range
 
 
 @dataclass(frozen=True)
@@ -42,11 +42,22 @@ def positions(mask: torch.Tensor) -> torch.Tensor:
     return (mask.cumsum(-1) - 1).clamp(min=0)
 
 
-def _draw(logp: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """One token per row by inverse CDF; the uniforms come from a CPU generator, so a seed gives the same
-    draws on any device (for the same probabilities)."""
+def nucleus(logp: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Probabilities of each row kept to its top-p nucleus (the most likely tokens whose mass reaches
+    ``top_p``; the most likely token always stays), unnormalised, float64."""
+    probs = logp.exp().double()
+    if top_p >= 1.0:
+        return probs
+    sorted_p, order = probs.sort(-1, descending=True)
+    before = sorted_p.cumsum(-1) - sorted_p  # mass of the more likely tokens
+    return probs.scatter(-1, order, torch.where(before < top_p, sorted_p, torch.zeros_like(sorted_p)))
+
+
+def _draw(logp: torch.Tensor, generator: torch.Generator, top_p: float = 1.0) -> torch.Tensor:
+    """One token per row by inverse CDF over the top-p nucleus; the uniforms come from a CPU generator, so a
+    seed gives the same draws on any device (for the same probabilities)."""
     u = torch.rand(logp.shape[0], 1, generator=generator, dtype=torch.float64).to(logp.device)
-    cdf = logp.exp().double().cumsum(-1)
+    cdf = nucleus(logp, top_p).cumsum(-1)
     return torch.searchsorted(cdf, u * cdf[:, -1:], right=True).clamp(max=logp.shape[1] - 1).squeeze(1)
 
 
@@ -60,12 +71,17 @@ def generate(
     temperature: float,
     generator: torch.Generator,
     use_cache: bool = True,
+    top_p: float = 1.0,
+    greedy: bool = False,
 ) -> Rollouts:
-    """Sample ``n`` responses per prompt at ``temperature``; ``use_cache=False`` recomputes every step
+    """Sample ``n`` responses per prompt at ``temperature`` from the top-p nucleus (``greedy``: the most likely
+    token every time; log-probs are still those at ``temperature``); ``use_cache=False`` recomputes every step
     from the full sequence (slow; the reference the cached path must match)."""
     check_int("n", n, low=1)
     check_int("max_new_tokens", max_new_tokens, low=1)
     check_positive("temperature", temperature)
+    check_positive("top_p", top_p)
+    check_range("top_p", top_p, high=1.0)
     device = next(model.parameters()).device
     ids, mask = (t.to(device) for t in encode_prompts(tokenizer, prompts))
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
@@ -85,7 +101,7 @@ def generate(
     tokens, logps = [], []
     for _ in range(max_new_tokens):
         logp = torch.log_softmax(logits.float() / temperature, dim=-1)
-        tok = _draw(logp, generator)
+        tok = logp.argmax(-1) if greedy else _draw(logp, generator, top_p)
         tok = torch.where(finished, torch.full_like(tok, pad), tok)
         tokens.append(tok)
         logps.append(

@@ -1,5 +1,6 @@
-"""One RL step: sample N rollouts per prompt, score them with the verifiers, drop all-equal groups,
-and take PPO-clip updates over a fixed number of mini-batches (paper §3.1, §4.2.1)."""
+"""One RL step: sample N rollouts per prompt, reward them with the verifiers (binary), drop all-equal
+groups, and take PPO-clip updates over a fixed number of mini-batches (paper §3.1, §4.2.1). The PPO ratio's
+old log-probs are the ones recorded while sampling (the same weights; no second forward pass)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerFast
 from brorl_lib.core.validation import check_int, check_positive
 from brorl_lib.rlvr import algorithm as alg
 from brorl_lib.rlvr.sampling import Rollouts, generate
-from brorl_lib.rlvr.tasks import LaptopInstance, score
+from brorl_lib.rlvr.tasks import LaptopInstance, reward
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def rl_step(
     )
     t_gen = time.perf_counter() - t0
     rewards = torch.tensor(
-        [score(prompts[g], text) for g, text in zip(rollouts.group.tolist(), rollouts.texts)],
+        [reward(prompts[g], text) for g, text in zip(rollouts.group.tolist(), rollouts.texts)],
         device=rollouts.group.device,
     )
     keep = alg.dynamic_sampling(rewards, rollouts.group)
@@ -90,8 +91,8 @@ def rl_step(
         return metrics
     kept = _rows(rollouts, idx)
     adv = alg.advantages(settings.advantage_estimator, rewards[idx], kept.response_mask, kept.group)
+    old_lp = kept.log_probs  # the sampling policy's own log-probs: the step starts on-policy
     with torch.no_grad():
-        old_lp = alg.response_log_probs(policy, kept, settings.temperature)
         ref_lp = alg.response_log_probs(reference, kept, settings.temperature) if reference is not None else None
     policy.train()
     order = torch.randperm(len(idx), generator=generator).to(idx.device)

@@ -1,9 +1,10 @@
 """Verifiable task families from `reasoning_gym`, with compact prompts for a character-level model.
 
 The model sees a short prompt made from each entry's metadata ("7+5=", "rev neon=", "wsr free may=")
-and answers in the task's own format, without tags: the reward (``score``) is the task's own verifier on
-the whole response (``brorl_lib.tasks.verifiers.answer_score``), continuous, never a string match of our
-own. Entries come from ``brorl_lib.tasks.generation``. Train and test instances are disjoint (no test
+and answers in the task's own format, without tags. ``score`` is the task's own verifier on the whole
+response (``brorl_lib.tasks.verifiers.answer_score``), never a string match of our own; the RL reward
+(``reward``) is binary, as in RLVR and Theorem 1: 1 when that score is full credit, else 0.
+Entries come from ``brorl_lib.tasks.generation``. Train and test instances are disjoint (no test
 prompt occurs among the training prompts).
 """
 
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from brorl_lib.core.validation import check_choice, check_int
+from brorl_lib.tasks.credit import passed
 from brorl_lib.tasks.generation import EntryRequest, generate
 from brorl_lib.tasks.verifiers import answer_score
 
@@ -48,6 +50,7 @@ FAMILIES: dict[str, TaskFamily] = {
         "rev ",
         lambda md: md["word"],
         lambda d: dict(min_word_len=3, max_word_len=2 + d),
+        levels=(1, 2, 3, 4, 5, 6),
     ),
     # difficulty: number of words 2..(1 + d)
     "word_sequence_reversal": TaskFamily(
@@ -73,9 +76,14 @@ class LaptopInstance:
 
 
 def score(instance: LaptopInstance, response: str) -> float:
-    """The laptop reward: the task's own verifier on the whole (stripped) response, a fraction (1.0 correct;
-    near misses earn partial credit; 0.0 wrong)."""
+    """The task's own verifier on the whole (stripped) response, a fraction (1.0 correct; near misses earn
+    partial credit; 0.0 wrong)."""
     return answer_score(FAMILIES[instance.task].dataset, response.strip(), instance.entry)
+
+
+def reward(instance: LaptopInstance, response: str) -> float:
+    """The laptop RL reward, binary: 1.0 when the verifier gives full credit (``brorl_lib.tasks.credit``), else 0.0."""
+    return float(passed(score(instance, response)))
 
 
 def _request(task: str, difficulty: int, size: int, seed: int) -> EntryRequest:

@@ -1,9 +1,12 @@
 """Token-level simulator of the paper's §4.1 (Figure 3), batched over runs, in torch (CPU or CUDA).
 
 One run is a rollout count N and a seed. Each step draws N i.i.d. tokens from p = softmax(z),
-builds the surrogate from them, and updates the logits. Runs are rows of one (runs x V) tensor;
-each row has its own random stream, so a run's draws do not depend on which runs share its batch.
-Memory per run is O(V + N): draws become per-token counts, never a V x N matrix.
+builds the surrogate from them, and updates the logits. Runs are rows of (runs x V) tensors; each
+row has its own random stream and every operation is row by row, so a run's numbers, to the last
+bit, do not depend on which runs share its tensors. On CPU a batch's rows are shared between threads
+(one per torch thread, each running torch on one core), so that the O(N) work of the draws and the
+serial scans of different rows run side by side. Memory per run is O(V + N): draws are kept as
+indices, never as a V x N matrix.
 
 Two update rules:
 * ``paper``: the surrogate -(1/N) sum_j r~_j p_{t_j} over the N draws, rewards centred by the batch
@@ -14,7 +17,11 @@ Two update rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +38,9 @@ from brorl_lib.theory import formulas as theory
 # between CPUs and thread counts), so artifacts show it to 14 decimal places (drops here are 1e-10 or larger)
 WORST_DROP_DECIMALS = 14
 
+# our choice, from CPU timings on 2 cores (100 steps, 8 runs, N from 4 to 51,200): sharing the rows between
+# two threads took 1.6x as long at 51,200 numbers (rows x V) a thread, about as long at 128,000, 0.85x at 256,000
+SHARD_MIN_ELEMENTS = 100_000
 UPDATE_RULES = ("paper", "theorem")
 WORST_DROP_MODES = ("step", "running")
 CORRECT_TOKEN_CHOICES = ("first", "random")
@@ -134,28 +144,82 @@ def surrogate_gradient(
     return p * wp.sum(1, keepdim=True) - wp
 
 
-def draw_tokens(cdf: torch.Tensor, rollouts: list[int], generators: list[torch.Generator]) -> torch.Tensor:
-    """Indices into the flattened (rows x V) tensor of each row's N_b i.i.d. draws, row by row.
+@dataclass(frozen=True)
+class RowGroup:
+    """Rows ``start:stop`` of a batch (rows sorted by N) that draw ``n`` tokens per step, with their streams."""
 
-    Inverse-CDF search with sorted uniforms (normalised cumulative sums of exponentials are the
-    order statistics of N uniforms), so each search walks the CDF in order; rows that share an N
-    are searched in one batched call. The surrogate does not depend on the order of the draws.
+    n: int
+    start: int
+    stop: int
+    generators: tuple[torch.Generator, ...]
+
+
+def row_groups(rollouts: list[int], generators: list[torch.Generator]) -> list[RowGroup]:
+    """One group per distinct N, in increasing N, for rows already sorted by N."""
+    groups, start = [], 0
+    for n in sorted(set(rollouts)):
+        stop = start + rollouts.count(n)
+        groups.append(RowGroup(n, start, stop, tuple(generators[start:stop])))
+        start = stop
+    return groups
+
+
+def merge_is_cheaper(n: int, v: int, device: torch.device) -> bool:
+    """Whether to search N sorted draws in a CDF of V entries by merging (about N + V steps, on CPU) rather
+    than by binary search (about N log2 V). Measured on CPU at V=128,000, one thread: 0.36 ms a row at N=512
+    against 0.04 ms by binary search, 1.0 ms at N=51,200 against 2.4 ms; the crossover is near V / log2 V."""
+    return device.type == "cpu" and n * math.log2(v) > n + v
+
+
+def merge_search(cdf: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """``torch.searchsorted(cdf, u)`` (left side) for sorted rows of ``u``, on CPU, by a stable merge.
+
+    A stable argsort of [u, cdf] is numpy's timsort, which finds the two sorted runs and merges them in
+    O(N + V); u_j's place in the merge minus j is the number of CDF entries below it (an entry equal to
+    u_j comes after it: left side).
     """
+    q, c = u.numpy(), cdf.numpy()
+    n = q.shape[1]
+    out = np.empty(q.shape, dtype=np.int64)
+    for i in range(q.shape[0]):
+        order = np.argsort(np.concatenate([q[i], c[i]]), kind="stable")
+        np.subtract(np.flatnonzero(order < n), np.arange(n), out=out[i])
+    return torch.from_numpy(out)
+
+
+def draw_rows(cdf: torch.Tensor, n: int, generators: Sequence[torch.Generator]) -> torch.Tensor:
+    """Token indices (rows x n) of each row's n i.i.d. draws from its unnormalised CDF, in increasing order.
+
+    Inverse-CDF search with sorted uniforms: normalised cumulative sums of n + 1 exponentials are the
+    order statistics of n uniforms, drawn from each row's own stream. The surrogate does not depend on
+    the order of the draws.
+    """
+    rows, v = cdf.shape
+    uniforms = torch.empty(rows, n + 1, dtype=cdf.dtype, device=cdf.device)
+    for row, gen in zip(uniforms, generators):
+        row.uniform_(generator=gen)  # the numbers torch.rand(n + 1, generator=gen) would give
+    sums = torch.cumsum(uniforms.log_().neg_(), 1)  # -log U ~ Exp(1)
+    u = sums[:, :-1] * (cdf[:, -1] / sums[:, -1]).unsqueeze(1)
+    idx = merge_search(cdf, u) if merge_is_cheaper(n, v, cdf.device) else torch.searchsorted(cdf, u)
+    return idx.clamp_(max=v - 1)
+
+
+def flat_draws(idx: list[torch.Tensor], groups: list[RowGroup], v: int) -> torch.Tensor:
+    """Indices into the flattened (rows x V) tensor of every draw, row by row."""
+    return torch.cat(
+        [(i + torch.arange(g.start, g.stop, device=i.device).unsqueeze(1) * v).view(-1) for i, g in zip(idx, groups)]
+    )
+
+
+def draw_tokens(cdf: torch.Tensor, rollouts: list[int], generators: list[torch.Generator]) -> torch.Tensor:
+    """Indices into the flattened (rows x V) tensor of each row's N_b i.i.d. draws, row by row (any order of N)."""
     rows, v = cdf.shape
     draws: list[torch.Tensor | None] = [None] * rows
     for n in sorted(set(rollouts)):
         group = [b for b in range(rows) if rollouts[b] == n]
-        uniforms = torch.stack(
-            [torch.rand(n + 1, generator=generators[b], dtype=cdf.dtype, device=cdf.device) for b in group]
-        )
-        sums = torch.cumsum(uniforms.log_().neg_(), 1)  # -log U ~ Exp(1)
-        rows_g = torch.tensor(group, device=cdf.device)
-        contiguous = group == list(range(group[0], group[-1] + 1))
-        cdf_g = cdf[group[0] : group[-1] + 1] if contiguous else cdf[rows_g]  # a view, not a copy, when possible
-        u = sums[:, :-1] * (cdf_g[:, -1] / sums[:, -1]).unsqueeze(1)
-        idx = torch.searchsorted(cdf_g, u).clamp_(max=v - 1) + rows_g.unsqueeze(1) * v
+        idx = draw_rows(cdf[group], n, [generators[b] for b in group])
         for i, b in enumerate(group):
-            draws[b] = idx[i]
+            draws[b] = idx[i] + b * v
     return torch.cat(draws)
 
 
@@ -164,30 +228,38 @@ def token_counts(draws: torch.Tensor, shape: tuple[int, int], dtype: torch.dtype
     return torch.bincount(draws, minlength=shape[0] * shape[1]).view(shape).to(dtype)
 
 
-def draws_gradient(
-    p: torch.Tensor,
-    rewards: torch.Tensor,
-    draws: torch.Tensor,
-    row_of_draw: torch.Tensor,
-    n: torch.Tensor,
-    out: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """``surrogate_gradient`` of the paper's rule (centred, over draws) without dense counts.
+def draw_weights(p: torch.Tensor, rewards: torch.Tensor, idx: torch.Tensor, n: int) -> torch.Tensor:
+    """v_j = r~_j p_{t_j} / N for each draw j of each row (rows x n): rewards centred by the row's mean."""
+    r_d = torch.gather(rewards, 1, idx)
+    mean_r = r_d.sum(1, keepdim=True) / n  # a sum of +-1: exact in any order
+    return (r_d - mean_r) * torch.gather(p, 1, idx) / n
 
-    Each draw j contributes v_j = r~_j p_j / N; the gradient is p * sum_j v_j (per row) minus the
-    v_j added at the drawn tokens: one dense pass plus O(N) work.
+
+def sums_in_order(v: torch.Tensor) -> torch.Tensor:
+    """Row sums of ``v``, added left to right in v's dtype (the order, hence the bits, the artifacts were made
+    with). In float64 the last column of a cumulative sum, whose CPU accumulator is float64 too; in float32
+    (accumulated in float64 by cumsum) by index_add_."""
+    if v.dtype == torch.float64:
+        return torch.cumsum(v, 1)[:, -1]
+    rows = torch.arange(v.shape[0], device=v.device).repeat_interleave(v.shape[1])
+    return torch.zeros(v.shape[0], dtype=v.dtype, device=v.device).index_add_(0, rows, v.view(-1))
+
+
+def paper_gradient(
+    p: torch.Tensor, rewards: torch.Tensor, groups: list[RowGroup], idx: list[torch.Tensor], out: torch.Tensor
+) -> torch.Tensor:
+    """``surrogate_gradient`` of the paper's rule (centred, over draws) without dense counts, into ``out``
+    (which may be ``p`` itself).
+
+    With v_j = r~_j p_{t_j} / N, the gradient is p * sum_j v_j (per row) minus the v_j added at the drawn
+    tokens: one dense pass plus O(N) work. Sums over draws run in draw order, row by row, so a row's numbers
+    are the same whichever rows share its batch.
     """
-    rows = p.shape[0]
-    if out is None:
-        out = torch.empty_like(p)
-    p_d = p.view(-1)[draws]
-    r_d = rewards.view(-1)[draws]
-    n_d = n.view(-1)[row_of_draw]
-    mean_r = torch.zeros(rows, dtype=p.dtype, device=p.device).index_add_(0, row_of_draw, r_d) / n.view(-1)
-    v = (r_d - mean_r[row_of_draw]) * p_d / n_d
-    w = torch.zeros(rows, dtype=p.dtype, device=p.device).index_add_(0, row_of_draw, v)
+    weights = [draw_weights(p[g.start : g.stop], rewards[g.start : g.stop], i, g.n) for g, i in zip(groups, idx)]
+    w = torch.cat([sums_in_order(wt) for wt in weights])
     torch.mul(p, w.unsqueeze(1), out=out)
-    out.view(-1).index_add_(0, draws, -v)
+    for g, i, wt in zip(groups, idx, weights):
+        out[g.start : g.stop].scatter_add_(1, i, wt.neg_())
     return out
 
 
@@ -234,6 +306,170 @@ def theorem1_prediction(
     return sum(theory.theorem1_terms(mb, r_c, r_w, lr, n.squeeze(1)).values())
 
 
+def step_metrics(
+    p: torch.Tensor, cidx: torch.Tensor, pc0: torch.Tensor, worst: torch.Tensor, running: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(correct_mass, pct_improved, worst_drop) of each row as a (3, rows) tensor, and the worst drop so far."""
+    delta = p.gather(1, cidx) - pc0
+    step_worst = delta.amin(1).clamp_(max=0.0)
+    worst = torch.minimum(worst, step_worst) if running else step_worst
+    improved = (delta > 0).sum(1).to(p.dtype) / delta.shape[1] * 100.0  # the mean of 0/1 values, exactly
+    return torch.stack([(delta + pc0).sum(1), improved, worst]), worst
+
+
+class RowBatch:
+    """Runs simulated together in one set of (rows x V) tensors: their state, one step, their records.
+
+    Rows are kept sorted by N (each N's rows one block, so that a group's rows are views); ``results``
+    gives them back in the order they were passed.
+    """
+
+    def __init__(self, settings: SimSettings, rollouts: list[int], seeds: list[int]) -> None:
+        self.order = sorted(range(len(rollouts)), key=rollouts.__getitem__)
+        rollouts, seeds = [rollouts[b] for b in self.order], [seeds[b] for b in self.order]
+        dev, dt = settings.device, DTYPES[settings.dtype]
+        self.settings, self.rows, self.v = settings, len(rollouts), settings.vocab_size
+        cidx_np = np.stack([correct_indices(settings, s) for s in seeds])
+        self.z0 = np.stack([initial_logits(settings, c) for c in cidx_np])
+        self.cidx = torch.as_tensor(cidx_np, device=dev)
+        self.correct = torch.zeros(self.rows, self.v, dtype=torch.bool, device=dev).scatter_(1, self.cidx, True)
+        reward_c, reward_w = paper_setup.SIM_REWARD_CORRECT, paper_setup.SIM_REWARD_INCORRECT
+        self.rewards = torch.where(self.correct, reward_c, reward_w).to(dt)
+        self.n = torch.tensor(rollouts, dtype=dt, device=dev).unsqueeze(1)
+        self.groups = row_groups(rollouts, [run_generator(s, r, dev) for r, s in zip(rollouts, seeds)])
+        self.z = torch.tensor(self.z0, dtype=dt, device=dev, requires_grad=settings.update_rule == "paper")
+        self.opt = self.optimizer() if settings.update_rule == "paper" else None
+        with torch.no_grad():
+            self.p = torch.empty_like(self.z, requires_grad=False)
+            # the gradient overwrites p, which the next softmax rewrites anyway (one buffer and one write
+            # fewer), unless Theorem 1's terms need p after the update
+            self.grad = torch.empty_like(self.p) if settings.track_theory else self.p
+            self.cdf = torch.empty(self.z.shape, dtype=torch.float64, device=dev)
+            softmax_and_cdf(self.z, self.p, self.cdf)
+            self.pc0 = self.p.gather(1, self.cidx)
+            self.worst = torch.zeros(self.rows, dtype=dt, device=dev)
+            self.record = torch.empty(settings.steps + 1, 3, self.rows, dtype=dt, device=dev)
+            self.record[0] = torch.stack([self.pc0.sum(1), torch.zeros_like(self.worst), self.worst])
+            self.theory = None
+            if settings.track_theory:
+                self.theory = torch.empty(settings.steps + 1, 2, self.rows, dtype=dt, device=dev)
+                self.z_prev = self.z.detach().clone()
+
+    def optimizer(self) -> torch.optim.AdamW:
+        """PyTorch's fused AdamW on the logits, with the settings' hyperparameters."""
+        s = self.settings
+        return torch.optim.AdamW(
+            [self.z], lr=s.lr, betas=(s.beta1, s.beta2), eps=s.adam_eps, weight_decay=s.weight_decay, fused=True
+        )
+
+    @torch.no_grad()
+    def step(self, t: int) -> None:
+        """Step t: draw, update the logits, record the metrics (and Theorem 1's terms if tracked)."""
+        s, z, p = self.settings, self.z, self.p
+        idx = [draw_rows(self.cdf[g.start : g.stop], g.n, g.generators) for g in self.groups]
+        counts = None
+        if s.update_rule == "theorem" or self.theory is not None:
+            counts = token_counts(flat_draws(idx, self.groups, self.v), (self.rows, self.v), p.dtype)
+        if s.update_rule == "paper":
+            z.grad = paper_gradient(p, self.rewards, self.groups, idx, out=self.grad)
+            self.opt.step()
+        else:
+            z -= s.lr * surrogate_gradient(p, counts, self.rewards, self.n, centred=False, distinct=True)
+        if s.anchor_frozen:
+            z[:, 0] = self.z0[0, 0]
+        if self.theory is not None:  # from the logit change: Q_t+1 - Q_t would drown in rounding
+            self.theory[t, 0] = exact_delta_q(p, self.correct, z.detach() - self.z_prev)
+            self.theory[t, 1] = theorem1_prediction(p, self.correct, counts, s.lr, self.n)
+            self.z_prev.copy_(z)
+        softmax_and_cdf(z, p, self.cdf)
+        self.record[t], self.worst = step_metrics(p, self.cidx, self.pc0, self.worst, s.worst_drop == "running")
+
+    def results(self) -> dict[str, np.ndarray]:
+        """Metrics as (steps + 1, rows) arrays, rows in the order given to the constructor."""
+        back = np.argsort(self.order)
+        rec = self.record.cpu().numpy()[:, :, back]
+        out = {k: rec[:, i, :] for i, k in enumerate(METRICS)}
+        if self.theory is not None:
+            th = self.theory.cpu().numpy()[:, :, back]
+            for i, k in enumerate(THEORY_METRICS):
+                out[k] = th[:, i, :]
+                out[k][0] = np.nan
+        return out
+
+
+def row_cost(n: int, v: int) -> int:
+    """Rough work of one row per step, in token operations, to share rows between threads: V for the dense
+    passes, 3 per draw, and V more when the draws are searched by merging. Fitted to CPU timings at
+    V=128,000, one thread: a row at N=51,200 costs about 3.2 rows at N=4."""
+    return v + 3 * n + (v if merge_is_cheaper(n, v, torch.device("cpu")) else 0)
+
+
+def shard_rows(rollouts: list[int], v: int, shards: int) -> list[list[int]]:
+    """Row indices split into at most ``shards`` lists of about equal work (longest first, to the least loaded)."""
+    loads, parts = [0] * shards, [[] for _ in range(shards)]
+    for b in sorted(range(len(rollouts)), key=lambda b: -row_cost(rollouts[b], v)):
+        k = loads.index(min(loads))
+        parts[k].append(b)
+        loads[k] += row_cost(rollouts[b], v)
+    return [sorted(part) for part in parts if part]
+
+
+def cpu_shards(settings: SimSettings, rows: int) -> int:
+    """Threads to run a batch on. On CPU, one per torch thread, each running torch on one core, so that the
+    O(N) draw work and the serial scans of different rows run side by side; but no more than leave each
+    thread SHARD_MIN_ELEMENTS of rows x V, below which the threads mostly wait for each other's Python.
+    On CUDA, one."""
+    if settings.device != "cpu":
+        return 1
+    return max(1, min(torch.get_num_threads(), rows, rows * settings.vocab_size // SHARD_MIN_ELEMENTS))
+
+
+def run_steps(
+    batches: list[RowBatch], steps: int, desc: str, progress: bool, on_step: Callable[[], None] | None
+) -> None:
+    """Steps 1..steps of every batch; ``on_step`` once every batch has made a step.
+
+    Several batches run side by side, each on its own thread doing torch ops on one core (no batch waits
+    for another between steps); the caller's thread only counts steps and calls ``on_step``. If that
+    raises, or a batch fails, every batch stops after its current step and the error propagates.
+    """
+    ticks = tqdm(range(1, steps + 1), desc=desc, disable=not progress, mininterval=1)
+    if len(batches) == 1:
+        for t in ticks:
+            batches[0].step(t)
+            if on_step is not None:
+                on_step()
+        return
+    threads, stop = torch.get_num_threads(), threading.Event()
+    done = [queue.SimpleQueue() for _ in batches]
+
+    def work(batch: RowBatch, finished: queue.SimpleQueue) -> None:
+        torch.set_num_threads(1)
+        try:
+            for t in range(1, steps + 1):
+                if stop.is_set():
+                    return
+                batch.step(t)
+                finished.put(t)
+        finally:
+            finished.put(None)  # read only if the batch stopped early: its future holds the error
+
+    try:
+        with ThreadPoolExecutor(len(batches)) as pool:
+            try:
+                futures = [pool.submit(work, b, finished) for b, finished in zip(batches, done)]
+                for _ in ticks:
+                    for future, finished in zip(futures, done):
+                        if finished.get() is None:
+                            future.result()  # raises the batch's error
+                    if on_step is not None:
+                        on_step()
+            finally:
+                stop.set()
+    finally:
+        torch.set_num_threads(threads)  # the workers set the default for new threads to one
+
+
 def simulate_batch(
     settings: SimSettings,
     rollouts: list[int],
@@ -243,73 +479,16 @@ def simulate_batch(
 ) -> dict[str, np.ndarray]:
     """Run rows (rollouts[b], seeds[b]) together; metrics as (steps + 1, rows) arrays, step 0 first.
 
-    ``on_step`` is called after every step (a live view's progress bar; it may raise to stop the run)."""
-    dev, dt = settings.device, DTYPES[settings.dtype]
-    rows, v = len(rollouts), settings.vocab_size
-    cidx_np = np.stack([correct_indices(settings, s) for s in seeds])
-    z0 = np.stack([initial_logits(settings, c) for c in cidx_np])
-    cidx = torch.as_tensor(cidx_np, device=dev)
-    correct = torch.zeros(rows, v, dtype=torch.bool, device=dev).scatter_(1, cidx, True)
-    rewards = torch.where(correct, paper_setup.SIM_REWARD_CORRECT, paper_setup.SIM_REWARD_INCORRECT).to(dt)
-    n = torch.tensor(rollouts, dtype=dt, device=dev).unsqueeze(1)
-    generators = [run_generator(s, r, dev) for r, s in zip(rollouts, seeds)]
-    row_of_draw = torch.repeat_interleave(torch.arange(rows, device=dev), torch.tensor(rollouts, device=dev))
-    z = torch.tensor(z0, dtype=dt, device=dev, requires_grad=settings.update_rule == "paper")
-    opt = None
-    if settings.update_rule == "paper":
-        opt = torch.optim.AdamW(
-            [z],
-            lr=settings.lr,
-            betas=(settings.beta1, settings.beta2),
-            eps=settings.adam_eps,
-            weight_decay=settings.weight_decay,
-            fused=True,
-        )
-    out = {k: np.empty((settings.steps + 1, rows)) for k in METRICS}
-    if settings.track_theory:
-        out.update({k: np.full((settings.steps + 1, rows), np.nan) for k in THEORY_METRICS})
-    with torch.no_grad():
-        p, grad = (torch.empty_like(z, requires_grad=False) for _ in range(2))
-        cdf = torch.empty(z.shape, dtype=torch.float64, device=dev)
-        softmax_and_cdf(z, p, cdf)
-        pc0 = p.gather(1, cidx)
-        worst = torch.zeros(rows, dtype=dt, device=dev)
-        record = torch.empty(settings.steps + 1, 3, rows, dtype=dt, device=dev)
-        record[0] = torch.stack([pc0.sum(1), torch.zeros_like(worst), worst])
-        theory_rec = torch.empty(settings.steps + 1, 2, rows, dtype=dt, device=dev) if settings.track_theory else None
-        z_prev = z.detach().clone() if settings.track_theory else None
-        for t in tqdm(
-            range(1, settings.steps + 1), desc=f"simulating {rows} runs", disable=not progress, mininterval=1
-        ):
-            draws = draw_tokens(cdf, rollouts, generators)
-            counts = None
-            if settings.update_rule == "theorem" or theory_rec is not None:
-                counts = token_counts(draws, (rows, v), dt)
-            if settings.update_rule == "paper":
-                z.grad = draws_gradient(p, rewards, draws, row_of_draw, n, out=grad)
-                opt.step()
-            else:
-                z -= settings.lr * surrogate_gradient(p, counts, rewards, n, centred=False, distinct=True)
-            if settings.anchor_frozen:
-                z[:, 0] = z0[0, 0]
-            if theory_rec is not None:  # from the logit change: Q_t+1 - Q_t would drown in rounding
-                theory_rec[t, 0] = exact_delta_q(p, correct, z.detach() - z_prev)
-                theory_rec[t, 1] = theorem1_prediction(p, correct, counts, settings.lr, n)
-                z_prev.copy_(z)
-            softmax_and_cdf(z, p, cdf)
-            delta = p.gather(1, cidx) - pc0
-            step_worst = delta.min(1).values.clamp(max=0.0)
-            worst = torch.minimum(worst, step_worst) if settings.worst_drop == "running" else step_worst
-            record[t] = torch.stack([(delta + pc0).sum(1), (delta > 0).to(dt).mean(1) * 100.0, worst])
-            if on_step is not None:
-                on_step()
-    rec = record.cpu().numpy()
-    for i, k in enumerate(METRICS):
-        out[k] = rec[:, i, :]
-    if theory_rec is not None:
-        th = theory_rec.cpu().numpy()
-        out["delta_q_measured"][1:] = th[1:, 0]
-        out["delta_q_theorem"][1:] = th[1:, 1]
+    On CPU the rows are shared between threads (``cpu_shards``); each row's numbers do not depend on
+    which rows share its tensors or thread. ``on_step`` is called after every step (a live view's
+    progress bar; it may raise to stop the run)."""
+    parts = shard_rows(rollouts, settings.vocab_size, cpu_shards(settings, len(rollouts)))
+    batches = [RowBatch(settings, [rollouts[b] for b in part], [seeds[b] for b in part]) for part in parts]
+    run_steps(batches, settings.steps, f"simulating {len(rollouts)} runs", progress, on_step)
+    out: dict[str, np.ndarray] = {}
+    for part, batch in zip(parts, batches):
+        for k, a in batch.results().items():
+            out.setdefault(k, np.empty((settings.steps + 1, len(rollouts))))[:, part] = a
     return out
 
 
