@@ -721,3 +721,27 @@ def test_notebook_config_builds_the_experiment_and_rejects_bad_parameters_by_nam
     ]:
         with pytest.raises(ValueError, match=message):
             LaptopRLVRConfig(**{**defaults, **change})
+
+
+def test_report_tables_from_a_run(tiny_run):
+    """The verdict compares seed by seed; phase 1's curve marks one plateau row; the final evaluations line up."""
+    from brorl_lib.rlvr import report
+
+    settings, root, metrics = tiny_run
+    verdict = report.verdict(root, metrics)
+    assert verdict["arm"].tolist() == report.main_arms(metrics) and set(verdict["seeds"]) == {len(SEEDS)}
+    per_seed = report.seed_means(report.final_pass1(root, metrics)).set_index(["arm", "seed"])["pass1"]
+    for row in verdict[verdict.arm != report.BASELINE].itertuples():
+        diffs = [per_seed[(row.arm, s)] - per_seed[(report.BASELINE, s)] for s in SEEDS]
+        assert row.delta_vs_prorl == pytest.approx(np.mean(diffs))  # paired per seed, the seed is the unit
+        assert row.ci_low <= row.delta_vs_prorl <= row.ci_high
+        assert row.verdict == report.direction(pd.Series(row._asdict()))
+    curve = report.phase1_curve(metrics, root)
+    assert curve["plateau"].sum() == 1 and curve["step"].iloc[0] == 0
+    greedy, passk = report.final_evals(root, metrics, settings.passk_samples)
+    assert set(greedy["arm"]) == {ex.PHASE1, *metrics.loc[metrics.phase == 2, "arm"]}
+    assert passk["k"].max() <= settings.passk_samples and passk["pass_at_k"].dropna().between(0, 1).all()
+    checks = report.design_checks(root, metrics, report.phase1_summary(root))
+    assert checks.set_index("check").loc["equal generated samples in every arm and seed", "met"]
+    assert not checks.set_index("check").loc[f"seeds per arm >= {report.MIN_SEEDS}", "met"]  # 2 seeds here
+    assert len(report.lr_pilot(root, metrics)) == 4  # ProRL and the largest N, at 1x and 2x

@@ -17,6 +17,11 @@ def arm_colours(arms: list[str]) -> dict[str, str]:
     return {a: PALETTE[i % len(PALETTE)] for i, a in enumerate(arms)}
 
 
+def _arm_line(ax: plt.Axes, x, y, arm, colour: str) -> None:
+    """One arm's line: its colour, the line style of its role, its label."""
+    ax.plot(x, y, color=colour, ls=ROLE_STYLE[arm.role], lw=1.1, marker="o", ms=2, label=arm.label)
+
+
 def _legend(fig: plt.Figure, ax: plt.Axes, title: str = "arm") -> None:
     """One legend for the figure, outside the panels on the right."""
     handles, labels = ax.get_legend_handles_labels()
@@ -59,16 +64,7 @@ def figure1(curves: pd.DataFrame, arms: pd.DataFrame) -> plt.Figure:
         g = curves[curves.arm == arm.arm]
         band = 1.96 * g["se"].fillna(0)
         for ax, x in ((axes[0], g["samples"]), (axes[1], g["elapsed_s"] / 60)):
-            ax.plot(
-                x,
-                g["pass1"],
-                color=colours[arm.arm],
-                ls=ROLE_STYLE[arm.role],
-                lw=1.1,
-                marker="o",
-                ms=2,
-                label=arm.label,
-            )
+            _arm_line(ax, x, g["pass1"], arm, colours[arm.arm])
             ax.fill_between(x, g["pass1"] - band, g["pass1"] + band, color=colours[arm.arm], alpha=0.1, lw=0)
     axes[0].set_xlabel("Generated samples in phase 2")
     axes[1].set_xlabel("Training time in phase 2 (min)")
@@ -134,16 +130,7 @@ def passk(curves: pd.DataFrame, arms: pd.DataFrame) -> plt.Figure:
     ax.plot(start["k"], start["pass_at_k"], color="0.3", ls="--", lw=1.0, label="plateau checkpoint")
     for arm in arms.itertuples(index=False):
         g = mean[mean.arm == arm.arm]
-        ax.plot(
-            g["k"],
-            g["pass_at_k"],
-            color=colours[arm.arm],
-            ls=ROLE_STYLE[arm.role],
-            marker="o",
-            ms=2,
-            lw=1.1,
-            label=arm.label,
-        )
+        _arm_line(ax, g["k"], g["pass_at_k"], arm, colours[arm.arm])
     ax.set_xscale("log", base=2)
     ax.set_xlabel("k")
     ax.set_ylabel("pass@k on hard held-out instances")
@@ -173,16 +160,7 @@ def figure4(curves: pd.DataFrame, arms: pd.DataFrame) -> plt.Figure:
     for ax, stratum in zip(axes[0], strata):
         for arm in arms.itertuples(index=False):
             g = curves[(curves.stratum == stratum) & (curves.arm == arm.arm)]
-            ax.plot(
-                g["samples"],
-                g["pass1"],
-                color=colours[arm.arm],
-                ls=ROLE_STYLE[arm.role],
-                lw=1.1,
-                marker="o",
-                ms=2,
-                label=arm.label,
-            )
+            _arm_line(ax, g["samples"], g["pass1"], arm, colours[arm.arm])
         ax.set_title(stratum, loc="left")
         ax.set_xlabel("Generated samples in phase 2")
     axes[0][0].set_ylabel("Held-out pass@1")

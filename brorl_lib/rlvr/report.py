@@ -142,8 +142,9 @@ def verdict(runs_dir: Path, metrics: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def final_evals(runs_dir: Path, metrics: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Greedy correctness per arm, seed and instance; pass@k per arm, seed and k (mean over the hard instances).
+def final_evals(runs_dir: Path, metrics: pd.DataFrame, passk_samples: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Greedy correctness per arm, seed and instance; pass@k per arm, seed and k (mean over the hard instances,
+    each sampled ``passk_samples`` times).
     The phase-1 checkpoint appears as arm ``phase1`` (seed 0)."""
     greedy, passk = [], []
     keys = [(ex.PHASE1, ex.SHARED_SEED, Path(runs_dir) / ex.PHASE1)]
@@ -156,9 +157,8 @@ def final_evals(runs_dir: Path, metrics: pd.DataFrame) -> tuple[pd.DataFrame, pd
         greedy.append(
             pd.DataFrame({"arm": arm, "seed": seed, "item": np.arange(data["greedy"].size), "greedy": data["greedy"]})
         )
-        samples = _passk_samples(runs_dir)
-        for k in (k for k in PASSK if k <= samples):
-            values = [stats.unbiased_pass_at_k(samples, int(c), k) for c in data["counts"]]
+        for k in (k for k in PASSK if k <= passk_samples):
+            values = [stats.unbiased_pass_at_k(passk_samples, int(c), k) for c in data["counts"]]
             passk.append(
                 {
                     "arm": arm,
@@ -169,10 +169,6 @@ def final_evals(runs_dir: Path, metrics: pd.DataFrame) -> tuple[pd.DataFrame, pd
                 }
             )
     return pd.concat(greedy, ignore_index=True), pd.DataFrame(passk)
-
-
-def _passk_samples(runs_dir: Path) -> int:
-    return int(pd.read_json(Path(runs_dir) / "settings.json", typ="series").get("passk_samples", 256))
 
 
 def curves(metrics: pd.DataFrame) -> pd.DataFrame:
