@@ -21,6 +21,7 @@ from brorl_lib.rlvr import arms as arm_design
 from brorl_lib.rlvr import experiment as ex
 from brorl_lib.rlvr import mass_balance
 from brorl_lib.rlvr import model as tiny
+from brorl_lib.rlvr.tokenizer import build_tokenizer
 
 BASELINE = f"N{arm_design.BASE_N}"  # the ProRL arm's key
 ALPHA = 0.05  # two-sided level of every test and 95% interval here (our choice, the usual one)
@@ -311,7 +312,7 @@ def protocol(runs_dir: Path) -> pd.DataFrame:
     tasks kept by the screen, model parameters)."""
     settings = pd.read_json(Path(runs_dir) / "settings.json", typ="series")
     screen = pd.read_csv(Path(runs_dir) / ex.TASK_SCREEN)
-    model, _ = tiny.load(Path(runs_dir) / "warm_start")
+    model = tiny.build_model(tiny.TinyModelShape(**settings["model"]), build_tokenizer(), 0)  # the shape, not weights
     test = pd.read_csv(Path(runs_dir) / ex.TEST_INSTANCES, keep_default_na=False)
     p = settings["protocol"]
     return pd.DataFrame(
