@@ -36,7 +36,8 @@ import numpy as np
 import torch
 
 from brorl_lib.paper import setup as paper_setup
-from brorl_lib.simulator.engine import DTYPES, SimSettings, correct_indices, initial_logits, simulate
+from brorl_lib.simulator.engine import DTYPES, SimSettings, correct_indices, initial_logits
+from brorl_lib.simulator.runner import simulate
 
 SEEDS = [0, 1, 2]  # Figure 3's three seeds
 DENSE_PASSES = 17  # passes over rows x V elements of the run's dtype per step (see the docstring)

@@ -6,7 +6,8 @@ import pytest
 
 from brorl_lib.core.paths import REPO_ROOT
 from brorl_lib.paper import reported as paper
-from brorl_lib.simulator.engine import SimSettings, simulate
+from brorl_lib.simulator.engine import SimSettings
+from brorl_lib.simulator.runner import simulate
 
 
 def load(name):

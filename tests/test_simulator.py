@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from brorl_lib.simulator import engine as sim
+from brorl_lib.simulator import runner
 from brorl_lib.theory import formulas as theory
 
 TINY = dict(vocab_size=6, n_correct=2, steps=1)
@@ -58,22 +59,22 @@ def test_merge_search_is_searchsorted_ties_included():
 def test_threads_share_rows_without_changing_a_bit(monkeypatch):
     settings = sim.SimSettings(vocab_size=3000, n_correct=300, steps=15, track_theory=True)
     rollouts, seeds = [4, 20000, 4, 64, 512], [0, 1, 1, 2, 0]
-    assert sim.cpu_shards(sim.SimSettings(vocab_size=1280, n_correct=10), 9) == 1  # too small to share
-    monkeypatch.setattr(sim, "cpu_shards", lambda s, rows: 1)
-    one = sim.simulate_batch(settings, rollouts, seeds, progress=False)
+    assert runner.cpu_shards(sim.SimSettings(vocab_size=1280, n_correct=10), 9) == 1  # too small to share
+    monkeypatch.setattr(runner, "cpu_shards", lambda s, rows: 1)
+    one = runner.simulate_batch(settings, rollouts, seeds, progress=False)
     threads = torch.get_num_threads()
-    monkeypatch.setattr(sim, "cpu_shards", lambda s, rows: 3)
-    three = sim.simulate_batch(settings, rollouts, seeds, progress=False)
+    monkeypatch.setattr(runner, "cpu_shards", lambda s, rows: 3)
+    three = runner.simulate_batch(settings, rollouts, seeds, progress=False)
     assert torch.get_num_threads() == threads
     assert one.keys() == three.keys()
     for k in one:
         np.testing.assert_array_equal(one[k], three[k])
-    parts = sim.shard_rows(rollouts, 3000, 3)
+    parts = runner.shard_rows(settings, rollouts, 3)
     assert sorted(b for part in parts for b in part) == list(range(5)) and len(parts) == 3
 
 
 def test_a_failing_on_step_or_thread_stops_every_thread(monkeypatch):
-    monkeypatch.setattr(sim, "cpu_shards", lambda s, rows: 2)
+    monkeypatch.setattr(runner, "cpu_shards", lambda s, rows: 2)
     settings = sim.SimSettings(vocab_size=300, n_correct=30, steps=50)
     threads, calls = torch.get_num_threads(), []
 
@@ -83,7 +84,7 @@ def test_a_failing_on_step_or_thread_stops_every_thread(monkeypatch):
             raise RuntimeError("stopped by the user")
 
     with pytest.raises(RuntimeError, match="stopped by the user"):
-        sim.simulate_batch(settings, [4, 8], [0, 0], progress=False, on_step=stop_at_third)
+        runner.simulate_batch(settings, [4, 8], [0, 0], progress=False, on_step=stop_at_third)
     assert len(calls) == 3 and torch.get_num_threads() == threads
     step = sim.RowBatch.step
 
@@ -94,7 +95,7 @@ def test_a_failing_on_step_or_thread_stops_every_thread(monkeypatch):
 
     monkeypatch.setattr(sim.RowBatch, "step", failing_step)
     with pytest.raises(ValueError, match="row failed"):
-        sim.simulate_batch(settings, [4, 8], [0, 0], progress=False)
+        runner.simulate_batch(settings, [4, 8], [0, 0], progress=False)
     assert torch.get_num_threads() == threads
 
 
@@ -123,7 +124,7 @@ def test_rules_coincide_without_repeats_and_with_balanced_rewards():
 
 def test_step0_metrics_by_hand():
     settings = sim.SimSettings(**TINY)
-    res = sim.simulate_batch(settings, [4], [0], progress=False)
+    res = runner.simulate_batch(settings, [4], [0], progress=False)
     e = np.exp([5.0, 3, 3, 0, 0, 0])  # anchor, two correct tokens, three incorrect
     assert res["correct_mass"][0, 0] == pytest.approx(2 * e[1] / e.sum(), rel=1e-14)
     assert res["pct_improved"][0, 0] == 0 and res["worst_drop"][0, 0] == 0
@@ -131,7 +132,7 @@ def test_step0_metrics_by_hand():
 
 def test_one_theorem_step_by_hand():
     settings = sim.SimSettings(**TINY, update_rule="theorem", lr=0.5)
-    res = sim.simulate_batch(settings, [3], [7], progress=False)
+    res = runner.simulate_batch(settings, [3], [7], progress=False)
     z0 = np.array([5.0, 3, 3, 0, 0, 0])
     p0 = theory.softmax(z0)
     cdf = torch.cumsum(torch.tensor(p0).unsqueeze(0), 1)
@@ -148,7 +149,7 @@ def test_one_theorem_step_by_hand():
 
 def test_large_n_raises_correct_mass_on_a_small_problem():
     settings = sim.SimSettings(vocab_size=200, n_correct=20, steps=300, lr=1e-2)
-    df = sim.simulate(settings, [5000], [0], progress=False)
+    df = runner.simulate(settings, [5000], [0], progress=False)
     first, last = df.iloc[0], df.iloc[-1]
     assert last["correct_mass"] > first["correct_mass"] + 0.05
     assert last["pct_improved"] == 100.0
@@ -156,8 +157,8 @@ def test_large_n_raises_correct_mass_on_a_small_problem():
 
 def test_seeds_repeat_bit_for_bit_and_differ_across_seeds():
     settings = sim.SimSettings(vocab_size=500, n_correct=50, steps=40)
-    a = sim.simulate(settings, [4, 64], [0, 1], progress=False)
-    b = sim.simulate(settings, [4, 64], [0, 1], progress=False)
+    a = runner.simulate(settings, [4, 64], [0, 1], progress=False)
+    b = runner.simulate(settings, [4, 64], [0, 1], progress=False)
     assert a.to_csv(index=False).encode() == b.to_csv(index=False).encode()
     assert list(a.columns[:6]) == ["N", "seed", "step", "correct_mass", "pct_improved", "worst_drop"]
     s0 = a[(a.N == 4) & (a.seed == 0)]["correct_mass"].to_numpy()
@@ -167,22 +168,22 @@ def test_seeds_repeat_bit_for_bit_and_differ_across_seeds():
 
 def test_a_run_does_not_depend_on_its_batch():
     settings = sim.SimSettings(vocab_size=500, n_correct=50, steps=30)
-    alone = sim.simulate(settings, [16], [3], progress=False)
-    batched = sim.simulate(settings, [4, 16, 256], [2, 3], progress=False)
+    alone = runner.simulate(settings, [16], [3], progress=False)
+    batched = runner.simulate(settings, [4, 16, 256], [2, 3], progress=False)
     mine = batched[(batched.N == 16) & (batched.seed == 3)].reset_index(drop=True)
     pd.testing.assert_frame_equal(alone, mine, rtol=1e-12)
 
 
 def test_running_worst_drop_never_recovers_and_theory_is_tracked():
     settings = sim.SimSettings(vocab_size=300, n_correct=30, steps=50, worst_drop="running", track_theory=True)
-    df = sim.simulate(settings, [8], [0], progress=False)
+    df = runner.simulate(settings, [8], [0], progress=False)
     assert (np.diff(df["worst_drop"]) <= 0).all()
     assert np.isnan(df["delta_q_theorem"].iloc[0]) and df["delta_q_theorem"].iloc[1:].notna().all()
 
 
 def test_theorem_rule_follows_theorem1_step_by_step():
     settings = sim.SimSettings(vocab_size=300, n_correct=30, steps=20, update_rule="theorem", track_theory=True)
-    df = sim.simulate(settings, [16], [0], progress=False).iloc[1:]
+    df = runner.simulate(settings, [16], [0], progress=False).iloc[1:]
     np.testing.assert_allclose(df["delta_q_measured"], df["delta_q_theorem"], rtol=1e-3)
 
 
@@ -192,8 +193,8 @@ def test_random_correct_tokens_and_anchor_options():
     assert len(idx) == 10 and idx[0] == 0 and len(set(idx)) == 10
     assert not np.array_equal(idx, sim.correct_indices(s, seed=5))
     small = dict(vocab_size=100, n_correct=10, steps=20)
-    frozen = sim.simulate(sim.SimSettings(**small, anchor_frozen=True), [8], [0], progress=False)
-    free = sim.simulate(sim.SimSettings(**small), [8], [0], progress=False)
+    frozen = runner.simulate(sim.SimSettings(**small, anchor_frozen=True), [8], [0], progress=False)
+    free = runner.simulate(sim.SimSettings(**small), [8], [0], progress=False)
     assert frozen["correct_mass"].iloc[0] == free["correct_mass"].iloc[0]
     assert frozen["correct_mass"].iloc[-1] != free["correct_mass"].iloc[-1]  # the anchor moved in one only
 
@@ -218,6 +219,6 @@ def test_bad_settings_name_the_parameter(kwargs, name):
 
 def test_bad_runs_are_rejected_before_work():
     with pytest.raises(ValueError, match="rollouts item=0"):
-        sim.simulate(sim.SimSettings(steps=1), [0, 4], [0], progress=False)
+        runner.simulate(sim.SimSettings(steps=1), [0, 4], [0], progress=False)
     with pytest.raises(ValueError, match="seeds"):
-        sim.simulate(sim.SimSettings(steps=1), [4], [], progress=False)
+        runner.simulate(sim.SimSettings(steps=1), [4], [], progress=False)

@@ -18,18 +18,12 @@ Two update rules:
 from __future__ import annotations
 
 import math
-import queue
-import threading
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
-from brorl_lib.core.precision import declare
 from brorl_lib.core.validation import check_choice, check_int, check_int_list, check_positive, check_range, check_type
 from brorl_lib.paper import setup as paper_setup
 from brorl_lib.theory import formulas as theory
@@ -38,9 +32,6 @@ from brorl_lib.theory import formulas as theory
 # between CPUs and thread counts), so artifacts show it to 14 decimal places (drops here are 1e-10 or larger)
 WORST_DROP_DECIMALS = 14
 
-# our choice, from CPU timings on 2 cores (100 steps, 8 runs, N from 4 to 51,200): sharing the rows between
-# two threads took 1.6x as long at 51,200 numbers (rows x V) a thread, about as long at 128,000, 0.85x at 256,000
-SHARD_MIN_ELEMENTS = 100_000
 UPDATE_RULES = ("paper", "theorem")
 WORST_DROP_MODES = ("step", "running")
 CORRECT_TOKEN_CHOICES = ("first", "random")
@@ -172,18 +163,23 @@ def merge_is_cheaper(n: int, v: int, device: torch.device) -> bool:
 
 
 def merge_search(cdf: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """``torch.searchsorted(cdf, u)`` (left side) for sorted rows of ``u``, on CPU, by a stable merge.
+    """``torch.searchsorted(cdf, u)`` (left side) for sorted rows of ``u``, on CPU, by a merge (float64 rows).
 
-    A stable argsort of [u, cdf] is numpy's timsort, which finds the two sorted runs and merges them in
-    O(N + V); u_j's place in the merge minus j is the number of CDF entries below it (an entry equal to
-    u_j comes after it: left side).
+    Each number becomes a 64-bit key: its bits shifted left by one (non-negative floats' bits order as the
+    floats; the sign bit of -0.0 falls off), the lowest bit 0 for u and 1 for the CDF, so that an entry equal
+    to u_j comes after it (left side). numpy's stable sort of the keys (timsort) finds the two sorted runs
+    and merges them in O(N + V); u_j's place in the merge minus j is the number of CDF entries below it.
     """
     q, c = u.numpy(), cdf.numpy()
     n = q.shape[1]
     out = np.empty(q.shape, dtype=np.int64)
+    keys = np.empty(n + c.shape[1], dtype=np.uint64)
     for i in range(q.shape[0]):
-        order = np.argsort(np.concatenate([q[i], c[i]]), kind="stable")
-        np.subtract(np.flatnonzero(order < n), np.arange(n), out=out[i])
+        np.left_shift(q[i].view(np.uint64), 1, out=keys[:n])
+        np.left_shift(c[i].view(np.uint64), 1, out=keys[n:])
+        keys[n:] |= 1
+        keys.sort(kind="stable")
+        np.subtract(np.flatnonzero((keys & 1) == 0), np.arange(n), out=out[i])
     return torch.from_numpy(out)
 
 
@@ -228,11 +224,14 @@ def token_counts(draws: torch.Tensor, shape: tuple[int, int], dtype: torch.dtype
     return torch.bincount(draws, minlength=shape[0] * shape[1]).view(shape).to(dtype)
 
 
-def draw_weights(p: torch.Tensor, rewards: torch.Tensor, idx: torch.Tensor, n: int) -> torch.Tensor:
-    """v_j = r~_j p_{t_j} / N for each draw j of each row (rows x n): rewards centred by the row's mean."""
+def draw_weights(
+    p: torch.Tensor, rewards: torch.Tensor, idx: torch.Tensor, n: int, slots: torch.Tensor
+) -> torch.Tensor:
+    """v_j = r~_j p_{t_j} / N for each draw j of each row (rows x n): rewards centred by the row's mean. Token
+    t_j's reward is at ``idx``, its probability at ``slots`` (the same, but for a compact row's p)."""
     r_d = torch.gather(rewards, 1, idx)
     mean_r = r_d.sum(1, keepdim=True) / n  # a sum of +-1: exact in any order
-    return (r_d - mean_r) * torch.gather(p, 1, idx) / n
+    return (r_d - mean_r) * torch.gather(p, 1, slots) / n
 
 
 def sums_in_order(v: torch.Tensor) -> torch.Tensor:
@@ -246,20 +245,29 @@ def sums_in_order(v: torch.Tensor) -> torch.Tensor:
 
 
 def paper_gradient(
-    p: torch.Tensor, rewards: torch.Tensor, groups: list[RowGroup], idx: list[torch.Tensor], out: torch.Tensor
+    p: torch.Tensor,
+    rewards: torch.Tensor,
+    groups: list[RowGroup],
+    idx: list[torch.Tensor],
+    out: torch.Tensor,
+    slots: list[torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """``surrogate_gradient`` of the paper's rule (centred, over draws) without dense counts, into ``out``
-    (which may be ``p`` itself).
+    (which may be ``p`` itself). ``slots``: where each drawn token sits in ``p`` and ``out`` when they are a
+    compact row's slots rather than the vocabulary (default: ``idx``).
 
     With v_j = r~_j p_{t_j} / N, the gradient is p * sum_j v_j (per row) minus the v_j added at the drawn
     tokens: one dense pass plus O(N) work. Sums over draws run in draw order, row by row, so a row's numbers
     are the same whichever rows share its batch.
     """
-    weights = [draw_weights(p[g.start : g.stop], rewards[g.start : g.stop], i, g.n) for g, i in zip(groups, idx)]
+    slots = idx if slots is None else slots
+    weights = [
+        draw_weights(p[g.start : g.stop], rewards[g.start : g.stop], i, g.n, s) for g, i, s in zip(groups, idx, slots)
+    ]
     w = torch.cat([sums_in_order(wt) for wt in weights])
     torch.mul(p, w.unsqueeze(1), out=out)
-    for g, i, wt in zip(groups, idx, weights):
-        out[g.start : g.stop].scatter_add_(1, i, wt.neg_())
+    for g, s, wt in zip(groups, slots, weights):
+        out[g.start : g.stop].scatter_add_(1, s, wt.neg_())
     return out
 
 
@@ -307,18 +315,28 @@ def theorem1_prediction(
 
 
 def step_metrics(
-    p: torch.Tensor, cidx: torch.Tensor, pc0: torch.Tensor, worst: torch.Tensor, running: bool
+    pc: torch.Tensor, pc0: torch.Tensor, worst: torch.Tensor, running: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(correct_mass, pct_improved, worst_drop) of each row as a (3, rows) tensor, and the worst drop so far."""
-    delta = p.gather(1, cidx) - pc0
+    """(correct_mass, pct_improved, worst_drop) of each row as a (3, rows) tensor, and the worst drop so far,
+    from the correct tokens' probabilities now (``pc``) and at step 0 (``pc0``), both rows x correct tokens."""
+    delta = pc - pc0
     step_worst = delta.amin(1).clamp_(max=0.0)
     worst = torch.minimum(worst, step_worst) if running else step_worst
-    improved = (delta > 0).sum(1).to(p.dtype) / delta.shape[1] * 100.0  # the mean of 0/1 values, exactly
+    improved = (delta > 0).sum(1).to(pc.dtype) / delta.shape[1] * 100.0  # the mean of 0/1 values, exactly
     return torch.stack([(delta + pc0).sum(1), improved, worst]), worst
 
 
-class RowBatch:
-    """Runs simulated together in one set of (rows x V) tensors: their state, one step, their records.
+def adamw(z: torch.Tensor, settings: SimSettings) -> torch.optim.AdamW:
+    """PyTorch's fused AdamW on the logits ``z``, with the settings' hyperparameters."""
+    s = settings
+    return torch.optim.AdamW(
+        [z], lr=s.lr, betas=(s.beta1, s.beta2), eps=s.adam_eps, weight_decay=s.weight_decay, fused=True
+    )
+
+
+class Rows:
+    """What every batch of runs holds besides its logits: the rows' correct tokens, rewards, random streams
+    and the record of their metrics.
 
     Rows are kept sorted by N (each N's rows one block, so that a group's rows are views); ``results``
     gives them back in the order they were passed.
@@ -337,8 +355,40 @@ class RowBatch:
         self.rewards = torch.where(self.correct, reward_c, reward_w).to(dt)
         self.n = torch.tensor(rollouts, dtype=dt, device=dev).unsqueeze(1)
         self.groups = row_groups(rollouts, [run_generator(s, r, dev) for r, s in zip(rollouts, seeds)])
+        self.worst = torch.zeros(self.rows, dtype=dt, device=dev)
+        self.record = torch.empty(settings.steps + 1, 3, self.rows, dtype=dt, device=dev)
+        self.theory: torch.Tensor | None = None
+
+    def record_start(self, pc0: torch.Tensor) -> None:
+        """Step 0's record, from the correct tokens' initial probabilities (rows x correct tokens)."""
+        self.pc0 = pc0
+        self.record[0] = torch.stack([pc0.sum(1), torch.zeros_like(self.worst), self.worst])
+
+    def record_step(self, t: int, pc: torch.Tensor) -> None:
+        """Step t's record, from the correct tokens' probabilities after the update."""
+        self.record[t], self.worst = step_metrics(pc, self.pc0, self.worst, self.settings.worst_drop == "running")
+
+    def results(self) -> dict[str, np.ndarray]:
+        """Metrics as (steps + 1, rows) arrays, rows in the order given to the constructor."""
+        back = np.argsort(self.order)
+        rec = self.record.cpu().numpy()[:, :, back]
+        out = {k: rec[:, i, :] for i, k in enumerate(METRICS)}
+        if self.theory is not None:
+            th = self.theory.cpu().numpy()[:, :, back]
+            for i, k in enumerate(THEORY_METRICS):
+                out[k] = th[:, i, :]
+                out[k][0] = np.nan
+        return out
+
+
+class RowBatch(Rows):
+    """Runs simulated together in one set of (rows x V) tensors: their logits, one step, any update rule."""
+
+    def __init__(self, settings: SimSettings, rollouts: list[int], seeds: list[int]) -> None:
+        super().__init__(settings, rollouts, seeds)
+        dev, dt = settings.device, DTYPES[settings.dtype]
         self.z = torch.tensor(self.z0, dtype=dt, device=dev, requires_grad=settings.update_rule == "paper")
-        self.opt = self.optimizer() if settings.update_rule == "paper" else None
+        self.opt = adamw(self.z, settings) if settings.update_rule == "paper" else None
         with torch.no_grad():
             self.p = torch.empty_like(self.z, requires_grad=False)
             # the gradient overwrites p, which the next softmax rewrites anyway (one buffer and one write
@@ -346,21 +396,10 @@ class RowBatch:
             self.grad = torch.empty_like(self.p) if settings.track_theory else self.p
             self.cdf = torch.empty(self.z.shape, dtype=torch.float64, device=dev)
             softmax_and_cdf(self.z, self.p, self.cdf)
-            self.pc0 = self.p.gather(1, self.cidx)
-            self.worst = torch.zeros(self.rows, dtype=dt, device=dev)
-            self.record = torch.empty(settings.steps + 1, 3, self.rows, dtype=dt, device=dev)
-            self.record[0] = torch.stack([self.pc0.sum(1), torch.zeros_like(self.worst), self.worst])
-            self.theory = None
+            self.record_start(self.p.gather(1, self.cidx))
             if settings.track_theory:
                 self.theory = torch.empty(settings.steps + 1, 2, self.rows, dtype=dt, device=dev)
                 self.z_prev = self.z.detach().clone()
-
-    def optimizer(self) -> torch.optim.AdamW:
-        """PyTorch's fused AdamW on the logits, with the settings' hyperparameters."""
-        s = self.settings
-        return torch.optim.AdamW(
-            [self.z], lr=s.lr, betas=(s.beta1, s.beta2), eps=s.adam_eps, weight_decay=s.weight_decay, fused=True
-        )
 
     @torch.no_grad()
     def step(self, t: int) -> None:
@@ -382,136 +421,4 @@ class RowBatch:
             self.theory[t, 1] = theorem1_prediction(p, self.correct, counts, s.lr, self.n)
             self.z_prev.copy_(z)
         softmax_and_cdf(z, p, self.cdf)
-        self.record[t], self.worst = step_metrics(p, self.cidx, self.pc0, self.worst, s.worst_drop == "running")
-
-    def results(self) -> dict[str, np.ndarray]:
-        """Metrics as (steps + 1, rows) arrays, rows in the order given to the constructor."""
-        back = np.argsort(self.order)
-        rec = self.record.cpu().numpy()[:, :, back]
-        out = {k: rec[:, i, :] for i, k in enumerate(METRICS)}
-        if self.theory is not None:
-            th = self.theory.cpu().numpy()[:, :, back]
-            for i, k in enumerate(THEORY_METRICS):
-                out[k] = th[:, i, :]
-                out[k][0] = np.nan
-        return out
-
-
-def row_cost(n: int, v: int) -> int:
-    """Rough work of one row per step, in token operations, to share rows between threads: V for the dense
-    passes, 3 per draw, and V more when the draws are searched by merging. Fitted to CPU timings at
-    V=128,000, one thread: a row at N=51,200 costs about 3.2 rows at N=4."""
-    return v + 3 * n + (v if merge_is_cheaper(n, v, torch.device("cpu")) else 0)
-
-
-def shard_rows(rollouts: list[int], v: int, shards: int) -> list[list[int]]:
-    """Row indices split into at most ``shards`` lists of about equal work (longest first, to the least loaded)."""
-    loads, parts = [0] * shards, [[] for _ in range(shards)]
-    for b in sorted(range(len(rollouts)), key=lambda b: -row_cost(rollouts[b], v)):
-        k = loads.index(min(loads))
-        parts[k].append(b)
-        loads[k] += row_cost(rollouts[b], v)
-    return [sorted(part) for part in parts if part]
-
-
-def cpu_shards(settings: SimSettings, rows: int) -> int:
-    """Threads to run a batch on. On CPU, one per torch thread, each running torch on one core, so that the
-    O(N) draw work and the serial scans of different rows run side by side; but no more than leave each
-    thread SHARD_MIN_ELEMENTS of rows x V, below which the threads mostly wait for each other's Python.
-    On CUDA, one."""
-    if settings.device != "cpu":
-        return 1
-    return max(1, min(torch.get_num_threads(), rows, rows * settings.vocab_size // SHARD_MIN_ELEMENTS))
-
-
-def run_steps(
-    batches: list[RowBatch], steps: int, desc: str, progress: bool, on_step: Callable[[], None] | None
-) -> None:
-    """Steps 1..steps of every batch; ``on_step`` once every batch has made a step.
-
-    Several batches run side by side, each on its own thread doing torch ops on one core (no batch waits
-    for another between steps); the caller's thread only counts steps and calls ``on_step``. If that
-    raises, or a batch fails, every batch stops after its current step and the error propagates.
-    """
-    ticks = tqdm(range(1, steps + 1), desc=desc, disable=not progress, mininterval=1)
-    if len(batches) == 1:
-        for t in ticks:
-            batches[0].step(t)
-            if on_step is not None:
-                on_step()
-        return
-    threads, stop = torch.get_num_threads(), threading.Event()
-    done = [queue.SimpleQueue() for _ in batches]
-
-    def work(batch: RowBatch, finished: queue.SimpleQueue) -> None:
-        torch.set_num_threads(1)
-        try:
-            for t in range(1, steps + 1):
-                if stop.is_set():
-                    return
-                batch.step(t)
-                finished.put(t)
-        finally:
-            finished.put(None)  # read only if the batch stopped early: its future holds the error
-
-    try:
-        with ThreadPoolExecutor(len(batches)) as pool:
-            try:
-                futures = [pool.submit(work, b, finished) for b, finished in zip(batches, done)]
-                for _ in ticks:
-                    for future, finished in zip(futures, done):
-                        if finished.get() is None:
-                            future.result()  # raises the batch's error
-                    if on_step is not None:
-                        on_step()
-            finally:
-                stop.set()
-    finally:
-        torch.set_num_threads(threads)  # the workers set the default for new threads to one
-
-
-def simulate_batch(
-    settings: SimSettings,
-    rollouts: list[int],
-    seeds: list[int],
-    progress: bool = True,
-    on_step: Callable[[], None] | None = None,
-) -> dict[str, np.ndarray]:
-    """Run rows (rollouts[b], seeds[b]) together; metrics as (steps + 1, rows) arrays, step 0 first.
-
-    On CPU the rows are shared between threads (``cpu_shards``); each row's numbers do not depend on
-    which rows share its tensors or thread. ``on_step`` is called after every step (a live view's
-    progress bar; it may raise to stop the run)."""
-    parts = shard_rows(rollouts, settings.vocab_size, cpu_shards(settings, len(rollouts)))
-    batches = [RowBatch(settings, [rollouts[b] for b in part], [seeds[b] for b in part]) for part in parts]
-    run_steps(batches, settings.steps, f"simulating {len(rollouts)} runs", progress, on_step)
-    out: dict[str, np.ndarray] = {}
-    for part, batch in zip(parts, batches):
-        for k, a in batch.results().items():
-            out.setdefault(k, np.empty((settings.steps + 1, len(rollouts))))[:, part] = a
-    return out
-
-
-def simulate(
-    settings: SimSettings,
-    rollouts: list[int],
-    seeds: list[int],
-    max_batch_rows: int = 16,
-    progress: bool = True,
-    on_step: Callable[[], None] | None = None,
-) -> pd.DataFrame:
-    """Every (N, seed) run, long format: columns N, seed, step, correct_mass, pct_improved, worst_drop.
-
-    Runs are batched ``max_batch_rows`` at a time (memory ~ 10 x rows x V numbers).
-    """
-    check_runs(rollouts, seeds)
-    check_int("max_batch_rows", max_batch_rows, low=1)
-    runs = [(int(r), int(s)) for r in rollouts for s in seeds]
-    frames = []
-    for start in range(0, len(runs), max_batch_rows):
-        chunk = runs[start : start + max_batch_rows]
-        res = simulate_batch(settings, [r for r, _ in chunk], [s for _, s in chunk], progress, on_step)
-        steps = np.arange(settings.steps + 1)
-        for b, (r, s) in enumerate(chunk):
-            frames.append(pd.DataFrame({"N": r, "seed": s, "step": steps, **{k: v[:, b] for k, v in res.items()}}))
-    return declare(pd.concat(frames, ignore_index=True), decimals={"worst_drop": WORST_DROP_DECIMALS})
+        self.record_step(t, p.gather(1, self.cidx))

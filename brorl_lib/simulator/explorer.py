@@ -14,7 +14,7 @@ from brorl_lib.core.live import LiveFigure, Progress
 from brorl_lib.paper import setup as paper_setup
 from brorl_lib.simulator import plots as simulator_plots
 from brorl_lib.simulator import report as sr
-from brorl_lib.simulator.engine import simulate
+from brorl_lib.simulator.runner import simulate
 
 # The explorer's start: a 100x smaller vocabulary and correct set (the paper's share of correct tokens).
 SCALES = (1000, 100, 10, 1)  # vocabulary and correct set offered: the paper's divided by these

@@ -10,7 +10,8 @@ import pandas as pd
 
 from brorl_lib.core.params import MAX_LIST_ITEMS, MAX_SEEDS, SEED_MAX, NotebookConfig, param
 from brorl_lib.paper import setup as paper_setup
-from brorl_lib.simulator.engine import CORRECT_TOKEN_CHOICES, DTYPES, WORST_DROP_MODES, SimSettings, simulate
+from brorl_lib.simulator.engine import CORRECT_TOKEN_CHOICES, DTYPES, WORST_DROP_MODES, SimSettings
+from brorl_lib.simulator.runner import simulate
 
 # Figure 3's published axes (paper §4.1), and our reading of how far a curve may go beyond the outermost
 # tick before it would have needed another one (docs/simulator-choices.md#reading-figure-3s-axes).
