@@ -222,3 +222,19 @@ def test_bad_runs_are_rejected_before_work():
         runner.simulate(sim.SimSettings(steps=1), [0, 4], [0], progress=False)
     with pytest.raises(ValueError, match="seeds"):
         runner.simulate(sim.SimSettings(steps=1), [4], [], progress=False)
+
+
+def test_adamw_is_torchs_fused_adamw_bit_for_bit():
+    settings = sim.SimSettings(lr=0.05, weight_decay=0.1)
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(3, 37, dtype=torch.float64, generator=g)
+    ref = z.clone().requires_grad_(True)
+    ours = sim.AdamW(z, settings)
+    opt = torch.optim.AdamW([ref], lr=0.05, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1, fused=True)
+    for _ in range(5):
+        grad = torch.randn(3, 37, dtype=torch.float64, generator=g)
+        ref.grad = grad.clone()
+        opt.step()
+        ours.step(grad)
+        assert torch.equal(z, ref.detach())
+    assert torch.equal(ours.exp_avg_sq, opt.state[ref]["exp_avg_sq"])

@@ -16,7 +16,7 @@ import math
 import numpy as np
 import torch
 
-from brorl_lib.simulator.engine import DTYPES, Rows, SimSettings, adamw, draw_rows, flat_draws, paper_gradient
+from brorl_lib.simulator.engine import DTYPES, AdamW, Rows, SimSettings, draw_rows, flat_draws, paper_gradient
 
 # fused AdamW rounds the last (size mod 16) numbers of a tensor in a scalar loop that differs in the last bit
 # from its vector loop: rows of a multiple of 16 slots keep every slot on the vector loop, as in a dense row
@@ -78,8 +78,8 @@ class CompactRowBatch(Rows):
         self.k = k = aligned(slot_capacity(settings, max(rollouts), classes))
         z = np.full((self.rows, k), -np.inf)
         z[np.arange(self.rows)[:, None], cls] = self.z0  # a class's logit, written by each of its tokens
-        self.z = torch.tensor(z, dtype=dt, device=dev, requires_grad=True)
-        self.opt = adamw(self.z, settings)
+        self.z = torch.tensor(z, dtype=dt, device=dev)
+        self.opt = AdamW(self.z, settings)
         self.row_start = torch.arange(self.rows, device=dev).unsqueeze(1) * k
         # each token's slot as an index into the flattened slots (int32: the fastest index_select over V)
         self.slot_at = (torch.as_tensor(cls, device=dev) + self.row_start).to(torch.int32)
@@ -89,7 +89,7 @@ class CompactRowBatch(Rows):
         self.used = torch.full((self.rows, 1), classes, dtype=torch.int64, device=dev)
         self.width = aligned(classes)
         with torch.no_grad():
-            self.p = torch.zeros_like(self.z, requires_grad=False)
+            self.p = torch.zeros_like(self.z)
             self.e = torch.empty(self.rows, self.v, dtype=dt, device=dev)
             self.cdf = torch.empty(self.rows, self.v, dtype=torch.float64, device=dev)
             self.softmax_and_cdf()
@@ -124,15 +124,14 @@ class CompactRowBatch(Rows):
             src = slots[first]
             slots = torch.where(new, base[row] + first.cumsum(0), slots)
             dst = slots[first]
-            moments = self.opt.state[self.z].values() if self.opt.state else ()
-            for t in (self.z.detach(), self.p, *(m for m in moments if m.shape == self.z.shape)):
+            for t in (self.z, self.p, *self.opt.moments()):
                 flat = t.view(-1)
                 flat[dst] = flat[src]
             members = self.members.view(-1)
             members.index_add_(0, src, torch.full_like(src, -1))
             members[dst] = 1
             emptied = src[members[src] == 0]
-            self.z.detach().view(-1)[emptied] = -math.inf
+            self.z.view(-1)[emptied] = -math.inf
             self.p.view(-1)[emptied] = 0.0
             self.slot_at.view(-1)[pos] = slots.to(torch.int32)
             self.used += taken.unsqueeze(1)
@@ -145,8 +144,7 @@ class CompactRowBatch(Rows):
         """Step t: draw, update the slots' logits, record the metrics."""
         idx = [draw_rows(self.cdf[g.start : g.stop], g.n, g.generators) for g in self.groups]
         slots = self.take_slots(idx)
-        self.z.grad = paper_gradient(self.p, self.rewards, self.groups, idx, out=self.p, slots=slots)
-        self.opt.step()
+        self.opt.step(paper_gradient(self.p, self.rewards, self.groups, idx, out=self.p, slots=slots))
         if self.settings.anchor_frozen:
             self.z[:, 0] = self.z0[0, 0]  # token 0 is slot 0, alone
         self.softmax_and_cdf()

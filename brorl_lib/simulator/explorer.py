@@ -30,7 +30,7 @@ START = {
 ROLLOUT_OPTIONS = tuple(sorted({2, 4, 8, 16, 64, 512, 4096, *paper_setup.SIM_ROLLOUT_SIZES}))
 STEP_OPTIONS = (50, 100, 200, 500, 1000, 2000)
 LIVE_WORK = 20_000_000  # steps x (runs x vocabulary + draws) redrawn at once: under 1 s on 2 cores (float64)
-MAX_BATCH_ROWS = 16  # runs simulated together (engine.simulate's default)
+MAX_BATCH_ROWS = 16  # runs simulated together (runner.simulate's default)
 
 
 def work(cfg: sr.SimulatorConfig) -> int:
