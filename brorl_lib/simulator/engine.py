@@ -3,14 +3,13 @@
 One run is a rollout count N and a seed. Each step draws N i.i.d. tokens from p = softmax(z),
 builds the surrogate from them, and updates the logits. Runs are rows of (runs x V) tensors; each
 row has its own random stream and every operation is row by row, so a run's numbers, to the last
-bit, do not depend on which runs share its tensors. On CPU a batch's rows are shared between threads
-(one per torch thread, each running torch on one core), so that the O(N) work of the draws and the
-serial scans of different rows run side by side. Memory per run is O(V + N): draws are kept as
-indices, never as a V x N matrix.
+bit, do not depend on which runs share its tensors (``runner`` shares them between threads on CPU;
+``compact`` holds runs with few draws in fewer numbers, with the same results). Memory per run is
+O(V + N): draws are kept as indices, never as a V x N matrix.
 
 Two update rules:
 * ``paper``: the surrogate -(1/N) sum_j r~_j p_{t_j} over the N draws, rewards centred by the batch
-  mean, AdamW (torch.optim.AdamW).
+  mean, AdamW (the kernel of torch.optim.AdamW(fused=True)).
 * ``theorem``: Theorem 1's update, a plain gradient step on -(1/N) sum_{i in A u B} R_i p_i over the
   distinct sampled tokens with uncentred rewards: dz_j = (eta/N) p_j (R_j - S_R).
 """
