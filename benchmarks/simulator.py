@@ -19,7 +19,7 @@ the best of a few runs of an add of two 128 MiB float64 tensors on the same devi
 (``a += b``) and into a third tensor (``c = a + b``), counted as the passes are: three tensors' bytes per
 add (read a, read b, write), whatever the cache traffic behind them. The floor is bytes / the best of
 those bandwidths: no implementation that keeps those passes can be faster, whatever it computes per
-element. Runs with few draws (N x steps up to half of V: N=4, 8, 16 here) are simulated on compact rows
+element. Runs with few draws (N x steps up to half of V: N=4, 8, 16 in the Figure 3 batch) are simulated on compact rows
 (``brorl_lib/simulator/compact.py``), which make two of those passes over the vocabulary (spreading
 exp(z - max) to the tokens, the CDF) and the rest over the tokens drawn so far, so the simulator can go
 below this floor: it is the floor of the dense computation, the one every row made before.

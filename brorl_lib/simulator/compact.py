@@ -139,7 +139,6 @@ class CompactRowBatch(Rows):
         local = (slots % self.k).split([i.numel() for i in idx])
         return [s.view(i.shape) for s, i in zip(local, idx)]
 
-    @torch.no_grad()
     def step(self, t: int) -> None:
         """Step t: draw, update the slots' logits, record the metrics."""
         idx = [draw_rows(self.cdf[g.start : g.stop], g.n, g.generators) for g in self.groups]

@@ -414,19 +414,17 @@ class RowBatch(Rows):
         dev, dt = settings.device, DTYPES[settings.dtype]
         self.z = torch.tensor(self.z0, dtype=dt, device=dev)
         self.opt = AdamW(self.z, settings) if settings.update_rule == "paper" else None
-        with torch.no_grad():
-            self.p = torch.empty_like(self.z)
-            # the gradient overwrites p, which the next softmax rewrites anyway (one buffer and one write
-            # fewer), unless Theorem 1's terms need p after the update
-            self.grad = torch.empty_like(self.p) if settings.track_theory else self.p
-            self.cdf = torch.empty(self.z.shape, dtype=torch.float64, device=dev)
-            softmax_and_cdf(self.z, self.p, self.cdf)
-            self.record_start(self.p.gather(1, self.cidx))
-            if settings.track_theory:
-                self.theory = torch.empty(settings.steps + 1, 2, self.rows, dtype=dt, device=dev)
-                self.z_prev = self.z.clone()
+        self.p = torch.empty_like(self.z)
+        # the gradient overwrites p, which the next softmax rewrites anyway (one buffer and one write
+        # fewer), unless Theorem 1's terms need p after the update
+        self.grad = torch.empty_like(self.p) if settings.track_theory else self.p
+        self.cdf = torch.empty(self.z.shape, dtype=torch.float64, device=dev)
+        softmax_and_cdf(self.z, self.p, self.cdf)
+        self.record_start(self.p.gather(1, self.cidx))
+        if settings.track_theory:
+            self.theory = torch.empty(settings.steps + 1, 2, self.rows, dtype=dt, device=dev)
+            self.z_prev = self.z.clone()
 
-    @torch.no_grad()
     def step(self, t: int) -> None:
         """Step t: draw, update the logits, record the metrics (and Theorem 1's terms if tracked)."""
         s, z, p = self.settings, self.z, self.p
