@@ -165,3 +165,47 @@ def test_report_config_and_outputs():
     for field, value in (("response_len", 0), ("memory_utilization", 1.5), ("gpus", 0), ("max_rollouts", 1)):
         with pytest.raises(ValueError, match=field):
             paper_report.PaperTablesConfig(**{**good, field: value})
+
+
+def test_every_data_file_is_under_checksum():
+    listed = {line.split(maxsplit=1)[1] for line in (paper.DATA_DIR / "SHA256SUMS").read_text().splitlines()}
+    assert {p.name for p in paper.DATA_DIR.glob("*.csv")} == listed
+
+
+def test_blog_headline_scores_are_their_own_source():
+    blog = paper.blog_headline_scores()
+    assert len(blog) == 1 and list(blog.columns) == list(paper.SCHEMAS["blog_headline_scores"])
+    row = blog.iloc[0]
+    assert (row["math_score"], row["code_score"], row["reasoning_gym_score"]) == (63.66, 56.64, 63.40)
+    assert row["source_url"].startswith("https://developer.nvidia.com/blog/") and "third-party" in row["note"]
+    assert "brorl" in row["checkpoint"] and "not identical" in row["note"]
+    # the blog's row is never one of Table 1's
+    assert not paper.load("table1_efficiency")["math_score"].isin(blog["math_score"]).any()
+
+
+def test_a_blog_file_with_another_row_is_refused(tmp_path):
+    data = tmp_path / "paper"
+    shutil.copytree(paper.DATA_DIR, data)
+    blog = data / "blog_headline_scores.csv"
+    lines = blog.read_text().splitlines()
+    blog.write_text("\n".join([*lines, lines[1]]) + "\n")
+    with pytest.raises(ValueError, match="expected one row"):
+        paper.blog_headline_scores(data)
+    with pytest.raises(ValueError, match=r"\['blog_headline_scores.csv'\] differ from SHA256SUMS"):
+        paper.verify_checksums(data)
+
+
+def test_blog_vs_paper_labels_each_row_and_subtracts_per_domain():
+    table = paper_report.blog_vs_paper()
+    assert table["source"].tolist() == ["reported (blog)", "reported (paper, Table 1)", "difference (blog - paper)"]
+    assert list(table.columns) == ["source", "method", "steps", *paper_report.SCORE_COLUMNS]
+    rows = table.set_index("source")
+    paper_row = rows.loc["reported (paper, Table 1)"]
+    assert (paper_row["method"], paper_row["steps"]) == ("BroRL", "+191")
+    assert paper_row[paper_report.SCORE_COLUMNS].tolist() == [63.03, 54.20, 63.09]
+    assert rows.loc["reported (blog)", paper_report.SCORE_COLUMNS].tolist() == [63.66, 56.64, 63.40]
+    difference = rows.loc["difference (blog - paper)", paper_report.SCORE_COLUMNS].astype(float).round(2)
+    assert difference.tolist() == [0.63, 2.44, 0.31]
+    # Table 1 keeps its six rows, none of them the blog's
+    t1 = paper.load("table1_efficiency")
+    assert len(t1) == 6 and "reported (blog)" not in t1.to_string()

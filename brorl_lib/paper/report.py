@@ -46,6 +46,10 @@ TABLES = {
     "table4_code": "Table 4: code pass@1",
     "table5_reasoning_gym": "Table 5: Reasoning Gym scores per category",
 }
+SCORE_COLUMNS = ["math_score", "code_score", "reasoning_gym_score"]  # Table 1's domains, as in the blog
+BLOG_SOURCE = "reported (blog)"
+PAPER_SOURCE = "reported (paper, Table 1)"
+DIFFERENCE_SOURCE = "difference (blog - paper)"
 ROLLOUT_GRID = np.unique(np.round(np.geomspace(1, 4096, 60)).astype(int))
 RESPONSE_GRID = np.array([256, 512, 1024, 2048, 4096, 8192, 16384])
 ARMS = tuple(roofline.ThroughputArm(method, n, prompts) for method, (n, prompts) in paper.arm_shapes().items())
@@ -97,6 +101,29 @@ class PaperTablesConfig(NotebookConfig):
 def paper_layout(name: str) -> pd.DataFrame:
     """A reported table with the paper's headers (the Reasoning Gym categories keep their names)."""
     return paper.load(name).rename(columns=HEADERS)
+
+
+def blog_vs_paper() -> pd.DataFrame:
+    """The blog's headline scores of the released BroRL model beside the paper's longest BroRL row of Table 1.
+
+    Three rows, each labelled in ``source``: the blog's ("reported (blog)", quoted via a third-party summary;
+    ``paper.reported.blog_headline_scores``), the paper's BroRL row with the most steps ("reported (paper,
+    Table 1)", +191 steps in v1), and their difference per domain ("difference (blog - paper)", in score
+    points, rounded to the 2 decimals both sides print). Columns: source, method, steps, and Table 1's three
+    score columns. Table 1 itself is untouched: the blog's row never joins it.
+    """
+    blog = paper.blog_headline_scores().iloc[0]
+    arms = paper.table1_arms()
+    bro = arms[arms["method"] == "BroRL"]
+    last = bro.loc[bro["steps_added"].idxmax()]
+    scores = {side: {c: float(row[c]) for c in SCORE_COLUMNS} for side, row in (("blog", blog), ("paper", last))}
+    difference = {c: round(scores["blog"][c] - scores["paper"][c], 2) for c in SCORE_COLUMNS}
+    rows = [
+        {"source": BLOG_SOURCE, "method": blog["model"], "steps": None, **scores["blog"]},
+        {"source": PAPER_SOURCE, "method": last["method"], "steps": last["steps"], **scores["paper"]},
+        {"source": DIFFERENCE_SOURCE, "method": None, "steps": None, **difference},
+    ]
+    return pd.DataFrame(rows, columns=["source", "method", "steps", *SCORE_COLUMNS])
 
 
 def pass_rate_curves(cfg: PaperTablesConfig) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -1,4 +1,7 @@
-"""The paper's reported numbers (data/paper/) as DataFrames, checked, and what follows from them."""
+"""The paper's reported numbers (data/paper/) as DataFrames, checked, and what follows from them.
+
+One file there is not from the paper: ``blog_headline_scores.csv``, the authors' blog's scores of the released
+model, read only through ``blog_headline_scores`` and never mixed into the paper's tables."""
 
 from __future__ import annotations
 
@@ -75,6 +78,16 @@ SCHEMAS: dict[str, dict[str, str]] = {
     "ttest": {"statistic": "str", "value": "float", "note": "str"},
     "figure4_tasks": {"task": "str", "row": "int", "pattern": "str", "source": "str"},
     "settings": {"name": "str", "value": "str", "source": "str"},
+    "blog_headline_scores": {
+        "model": "str",
+        "checkpoint": "str",
+        "math_score": "float",
+        "code_score": "float",
+        "reasoning_gym_score": "float",
+        "source": "str",
+        "source_url": "str",
+        "note": "str",
+    },
 }
 # Settings the paper states in its text (settings.csv, one per row, ``source`` quoting the paper) and the
 # type each is read as: "int", "float", or "ints" (whole numbers separated by spaces, read as a tuple).
@@ -170,6 +183,20 @@ def setting(name: str) -> int | float | tuple[int, ...]:
     if name not in SETTINGS:
         raise ValueError(f"unknown setting {name!r}; available: {sorted(SETTINGS)}")
     return _repository_settings()[name]
+
+
+def blog_headline_scores(data_dir: Path = DATA_DIR) -> pd.DataFrame:
+    """The authors' blog's headline scores of the released BroRL model (one row; Math, Code and Reasoning Gym
+    scores in the units of Table 1's score columns), from ``blog_headline_scores.csv``.
+
+    These are not the paper's numbers: the blog (NVIDIA technical blog, 19 Nov 2025) is quoted through a
+    third-party summary, and the released checkpoint was trained beyond every row of Table 1. Compare them
+    with the paper only side by side (``paper.report.blog_vs_paper``), never as a row of Table 1.
+    """
+    df = load("blog_headline_scores", data_dir)
+    if len(df) != 1:
+        raise ValueError(f"blog_headline_scores.csv: expected one row (the released model), found {len(df)}")
+    return df
 
 
 def arm_shapes() -> dict[str, tuple[int, int]]:
