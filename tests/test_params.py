@@ -153,6 +153,16 @@ def test_a_malformed_value_names_the_parameter(spec, p, text):
         p.parse(text)
 
 
+@pytest.mark.parametrize("spec, p", select("str"))
+@pytest.mark.parametrize("text", ["[x]", "[1, 2]", "{a: 1}"])
+def test_a_list_or_mapping_given_for_a_string_is_refused(spec, p, text):
+    """``-p NAME [x]`` is a list where one string is expected, never the text "[x]"."""
+    with pytest.raises(
+        ValueError, match=rf"^{re.escape(p.name)}={re.escape(repr(text))} is not allowed: it reads as a"
+    ):
+        p.parse(text)
+
+
 def bound_values(p: Param) -> list:
     """Each declared bound, and one step beyond it."""
     out = []

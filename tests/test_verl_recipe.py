@@ -7,6 +7,7 @@ compose the arms, verl's own Tracking/file logger writes the logs that are read 
 import json
 import math
 import os
+import re
 import shlex
 import subprocess
 
@@ -324,6 +325,58 @@ def test_execute_on_a_machine_without_gpus_stops_before_building(tmp_path):
     assert not (report.RUNS_DIR / "brorl-repro").exists()
 
 
+@pytest.mark.parametrize("name", [".", "..", "-x", ".hidden", "a/b", "../up", "~", "a b", "a" * 101, ""])
+def test_run_name_is_one_safe_folder_name(name):
+    """run_name is a folder under build/verl and data/runs/verl: "." and ".." would climb out of it."""
+    with pytest.raises(ValueError, match=r"^run_name=.* is not allowed: expected one folder name: .*"):
+        report.VerlTrainingConfig(**notebook_params(run_name=name))
+    assert "starting with a letter or digit" in report.VerlTrainingConfig.parameter("run_name").cell_line()
+    report.VerlTrainingConfig(**notebook_params(run_name="run.2_b-" + "x" * 92))  # 100 characters
+
+
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("math_dataset", "no_such.jsonl", "no such file"),
+        ("stem_dataset", "./missing", "no such file"),
+        ("code_dataset", "~/no/such/code.parquet", "no such file"),
+        ("math_dataset", "/no/such/dir/math", "no such file"),
+        ("math_dataset", "data/no/such", "no such file .* and not a Hugging Face dataset id"),
+        ("math_dataset", "[a]", "no such file .* and not a Hugging Face dataset id"),
+        ("math_dataset", "x" * 5000, "not a usable path"),
+        ("code_dataset", "FOLDER", "a folder, not a file"),
+        ("stem_dataset", "records.txt", "the file must end in one of"),
+    ],
+)
+def test_a_local_dataset_that_is_not_there_is_refused_before_any_work(tmp_path, monkeypatch, name, value, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "records.txt").write_text("{}\n")
+    value = str(tmp_path) if value == "FOLDER" else value
+    with pytest.raises(ValueError, match=rf"^{name}={re.escape(repr(value))} is not allowed: {message}") as err:
+        report.VerlTrainingConfig(**notebook_params(**{name: value}))
+    assert "Hugging Face dataset id (owner/name) or a local .json, .jsonl or .parquet file" in str(err.value)
+
+
+def test_dataset_ids_and_local_files_that_exist_are_accepted(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "math.jsonl").write_text(json.dumps(MATH_RECORDS[0]) + "\n")
+    for value in ("agentica-org/DeepScaleR-Preview-Dataset", "gsm8k", "math.jsonl", str(tmp_path / "math.jsonl")):
+        cfg = report.VerlTrainingConfig(**notebook_params(math_dataset=value, stem_dataset=value, code_dataset=value))
+        assert cfg.math_dataset == value
+
+
+@pytest.mark.parametrize("name", ["model_path", "work_dir", "run_name", "math_dataset", "stem_dataset"])
+def test_a_list_where_a_path_or_name_is_expected_is_refused(name):
+    """From Python (papermill -y, a profile) and from ``-p NAME [x]``: never the text "[x]"."""
+    with pytest.raises(ValueError, match=rf"^{name}=\['x'\] is not allowed: expected "):
+        report.VerlTrainingConfig(**notebook_params(**{name: ["x"]}))
+    p = report.VerlTrainingConfig.parameter(name)
+    for text, what in (("[x]", "a list"), ('["x", "y"]', "a list"), ("{x: 1}", "a mapping")):
+        with pytest.raises(ValueError, match=rf"^{name}={re.escape(repr(text))} is not allowed: it reads as {what}"):
+            p.parse(text)
+    assert p.parse('"[x]"') == "[x]"  # quoted: the text itself, for the declaration's own checks
+
+
 # --- launch script ---
 def test_launch_script_resumes_into_a_fresh_log_segment_each_time(arms, cluster, tmp_path):
     arm_dir, repo = tmp_path / "run" / "brorl", tmp_path / "repo"
@@ -499,6 +552,10 @@ def test_plan_reproduces_table1_hours_and_scales_with_the_cluster():
     assert plan.expected_samples_per_step.tolist() == pytest.approx([8192 / 0.41, 65536 / 0.62])
     half = report.plan_table(report.VerlTrainingConfig(**notebook_params(nnodes=16, arms=["brorl"], brorl_steps=10)))
     assert half.expected_hours.tolist() == pytest.approx([173.8 / 191 * 10 / 2])
+    assert half.hours_basis.tolist() == [  # the plan says its hours are an estimate, and from what
+        "estimate: Table 1's hours per step scaled linearly by samples per step (65,536 → 65,536) "
+        "and by GPUs (64 → 128)"
+    ]
 
 
 def test_notebook_path_builds_checks_and_writes_both_arms(tmp_path, monkeypatch):

@@ -170,7 +170,8 @@ class Param:
 
     def parse(self, text: str):
         """``-p NAME TEXT``: the text read as YAML, then coerced. A string parameter takes the text as it
-        is unless it is a quoted YAML string. Malformed YAML raises a ValueError naming the parameter."""
+        is unless it is a quoted YAML string, and refuses a YAML list or mapping (``[x]``: one string is
+        expected). Malformed YAML raises a ValueError naming the parameter."""
         try:
             value = yaml.safe_load(text)
         except yaml.YAMLError as err:
@@ -182,7 +183,13 @@ class Param:
                 f"expected {self.allowed()}, e.g. {_literal(self.default)}"
             ) from None
         if self.kind == "str":
-            return value if isinstance(value, str) else text
+            if isinstance(value, (list, dict)):  # "[x]" is a list given where one string is expected
+                what = "a list" if isinstance(value, list) else "a mapping"
+                raise ValueError(
+                    f"{self.name}={text!r} is not allowed: it reads as {what}, where one string is expected: "
+                    f"{self.allowed()}"
+                )
+            return value if isinstance(value, str) else text  # 123, true, null: the text as typed
         return self.coerce(value)
 
     # --- rendering ---

@@ -44,6 +44,9 @@ KL_LOSS_TYPE = "k2"  # ProRLv2: k2 estimator. verl's k2 = (log-ratio)^2 / 2 has 
 ROLLOUT_IS = "token"  # truncated importance sampling (paper §3.1): token-level weights
 ROLLOUT_IS_THRESHOLD = "0.5_5.0"  # ICE-POP bounds [0.5, 5.0] of NeMo RL prorlv2.yaml and OpenRLHF's ProRLv2 script
 FILTER_METRIC = "acc"  # dynamic sampling drops groups whose acc is all 0 or all 1 (DAPO; reward returns acc)
+# Generation rounds a step may take before dynamic sampling gives up (DAPO's recipe: max_num_gen_batches 10).
+# verl 0.9.1's V1 trainer ignores the key; guard.py (loaded by the launch scripts) enforces it.
+MAX_GEN_BATCHES = 10
 TEMPERATURE = 1.2  # ProRL v1 rollout temperature; ProRLv2 does not state its own
 VAL_TEMPERATURE: float = paper.setting("eval_temperature")  # BroRL App. D (as ProRL's evaluation)
 VAL_TOP_P: float = paper.setting("eval_top_p")  # BroRL App. D
@@ -154,6 +157,7 @@ def overrides(arm: Arm, base: Arm, cluster: Cluster) -> list[str]:
         "critic.enable=false",  # no value model: the advantage's baseline is the group mean
         "algorithm.filter_groups.enable=true",
         f"algorithm.filter_groups.metric={FILTER_METRIC}",
+        f"algorithm.filter_groups.max_num_gen_batches={MAX_GEN_BATCHES}",
         f"algorithm.rollout_correction.rollout_is={ROLLOUT_IS}",
         f"algorithm.rollout_correction.rollout_is_threshold={ROLLOUT_IS_THRESHOLD}",  # Hydra reads it as a string
         # data

@@ -27,6 +27,10 @@ Metric names are those verl 0.9.1 writes (read from its source):
   per prompt; ``var`` is ``acc`` (pass@1) or ``score``/``reward`` (continuous reward)
   (``v1/trainer_base.py::_val_metrics_update``).
 * ``critic/score/mean``: mean training reward of the step.
+* ``perf/total_num_tokens``, ``prompt_length/mean``, ``response_length/mean``: tokens of the batch the step
+  trained on and its mean prompt and response lengths, so the sequences trained are their ratio
+  (``kept_samples``: N x prompts when the batch is full).
+* ``actor/grad_norm``: the actor's gradient norm; ``actor/perf/cpu_memory_used_gb``: host memory in use.
 """
 
 from __future__ import annotations
@@ -46,6 +50,10 @@ EVICTED = "training/filter_groups/evicted_samples"
 SURPLUS = "training/filter_groups/discarded_surplus_samples"
 TRAIN_SCORE = "critic/score/mean"
 RESPONSE_LENGTH = "response_length/mean"
+PROMPT_LENGTH = "prompt_length/mean"
+BATCH_TOKENS = "perf/total_num_tokens"
+GRAD_NORM = "actor/grad_norm"
+MEMORY_GB = "actor/perf/cpu_memory_used_gb"
 VAL_METRIC = re.compile(r"^val-(?:core|aux)/(?P<source>.+)/(?P<var>[^/]+)/mean@(?P<n>\d+)$")
 SEGMENT_GLOB = "segment_*.jsonl"
 STEP_COLUMNS = [
@@ -60,6 +68,9 @@ STEP_COLUMNS = [
     "pass_rate",
     "train_score",
     "response_length",
+    "kept_samples",
+    "grad_norm",
+    "memory_gb",
 ]
 VAL_COLUMNS = ["step", "hours", "data_source", "family", "task", "var", "n", "value"]
 
@@ -106,6 +117,14 @@ def merge_segments(paths: list[str | Path]) -> dict[int, dict]:
     return dict(sorted(merged.items()))
 
 
+def kept_samples(metrics: dict) -> float:
+    """Sequences the step trained on: its batch's tokens over the mean sequence length (NaN if not logged)."""
+    try:
+        return metrics[BATCH_TOKENS] / (metrics[PROMPT_LENGTH] + metrics[RESPONSE_LENGTH])
+    except (KeyError, ZeroDivisionError):
+        return float("nan")
+
+
 def steps_frame(merged: dict[int, dict], rollouts: int, prompts_per_step: int) -> pd.DataFrame:
     """One row per logged step: time, samples generated (before the filter) and the filter's pass rate.
 
@@ -130,6 +149,9 @@ def steps_frame(merged: dict[int, dict], rollouts: int, prompts_per_step: int) -
                 "pass_rate": (kept + surplus) / generated if generated else float("nan"),
                 "train_score": float(m.get(TRAIN_SCORE, float("nan"))),
                 "response_length": float(m.get(RESPONSE_LENGTH, float("nan"))),
+                "kept_samples": kept_samples(m),
+                "grad_norm": float(m.get(GRAD_NORM, float("nan"))),
+                "memory_gb": float(m.get(MEMORY_GB, float("nan"))),
             }
         )
     df = pd.DataFrame(rows, columns=[c for c in STEP_COLUMNS if c not in ("hours", "samples")])
@@ -173,6 +195,7 @@ class RunLog:
     rollouts: int  # N
     prompts_per_step: int
     max_response_length: int  # tokens (data.max_response_length)
+    device: str  # trainer.device: "cuda" on a cluster, "cpu" for the CPU harness (brorl_lib.verl_recipe.cpu)
     segments: int
     steps: pd.DataFrame  # STEP_COLUMNS
     validation: pd.DataFrame  # VAL_COLUMNS
@@ -197,6 +220,7 @@ def read_run(arm_dir: str | Path) -> RunLog:
         rollouts,
         prompts,
         response_length,
+        str(cfg["trainer"].get("device", "cuda")),
         len(segments),
         steps,
         validation_frame(merged, steps),

@@ -42,6 +42,40 @@ MATH_CASES = (
 MAX_ROLLOUTS = 16_384  # our bound on N per arm: 32x the paper's 512
 MAX_PROMPTS_PER_STEP = 65_536  # our bound: 128x the paper's 512
 PLAIN_PATH = {"pattern": r"[^'\\]*", "pattern_doc": "a path without quotes or backslashes (verl's overrides)"}
+# A run's name is one folder name under data/runs/verl and build/verl: never ".", ".." or a path.
+RUN_NAME = {
+    "pattern": r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}",
+    "pattern_doc": "one folder name: 1 to 100 letters, digits, '_', '.' and '-', starting with a letter or digit",
+}
+# A Hugging Face dataset id: "name" or "owner/name" (letters, digits, '_', '.', '-').
+HF_DATASET_ID = r"(?:[A-Za-z0-9_][A-Za-z0-9_.-]*/)?[A-Za-z0-9_][A-Za-z0-9_.-]*"
+_SUFFIXES = f"{', '.join(data.LOCAL_SUFFIXES[:-1])} or {data.LOCAL_SUFFIXES[-1]}"
+DATASET = {
+    "item_doc": f"empty for none, a Hugging Face dataset id (owner/name) or a local {_SUFFIXES} file that exists"
+}
+
+
+def check_dataset(name: str, value: str) -> None:
+    """``value`` of the dataset parameter ``name``: empty, a Hugging Face dataset id, or a local file that
+    exists with a suffix ``data.load_records`` reads (told apart as ``data.is_local`` does: a suffix, a
+    leading '/', '.' or '~', or a path that exists). ValueError naming ``name`` otherwise, before any work."""
+    if not value:
+        return
+    path = Path(value).expanduser()
+    expected = f"expected {DATASET['item_doc']}"
+    try:
+        local, is_file, is_dir = data.is_local(value), path.is_file(), path.is_dir()
+    except OSError as err:  # e.g. a name too long for the filesystem
+        raise ValueError(f"{name}={value!r} is not allowed: not a usable path ({err.strerror}); {expected}") from None
+    if local or not re.fullmatch(HF_DATASET_ID, value):
+        if not is_file:
+            what = "a folder, not a file" if is_dir else "no such file"
+            looks = "" if local else " and not a Hugging Face dataset id (owner/name)"
+            raise ValueError(f"{name}={value!r} is not allowed: {what} ({path.absolute()}){looks}; {expected}")
+        if path.suffix not in data.LOCAL_SUFFIXES:
+            raise ValueError(
+                f"{name}={value!r} is not allowed: the file must end in one of {list(data.LOCAL_SUFFIXES)}; {expected}"
+            )
 
 
 @dataclass(frozen=True)
@@ -95,15 +129,10 @@ class VerlTrainingConfig(NotebookConfig):
     )
     rg_val_per_task: int = param(4, "held-out validation prompts per task (ProRL: 100)", low=0, high=10_000)
     math_dataset: str = param(
-        "",
-        "math records (problem, answer): HF dataset id, e.g. "
-        "agentica-org/DeepScaleR-Preview-Dataset, or a local JSON/JSONL/parquet file; "
-        "empty for none",
+        "", "math records (problem, answer), e.g. agentica-org/DeepScaleR-Preview-Dataset", **DATASET
     )
-    stem_dataset: str = param("", "STEM records (problem, answer): HF dataset id or local file; empty for none")
-    code_dataset: str = param(
-        "", "code records (problem, tests with inputs/outputs): HF dataset id or local file; empty for none"
-    )
+    stem_dataset: str = param("", "STEM records (problem, answer)", **DATASET)
+    code_dataset: str = param("", "code records (problem, tests with inputs/outputs)", **DATASET)
     dataset_train_count: int = param(
         0, "training rows taken from each of math/stem/code (0 takes all but the held-out ones)", low=0, high=10_000_000
     )
@@ -124,9 +153,9 @@ class VerlTrainingConfig(NotebookConfig):
     )
     run_name: str = param(
         "brorl-repro",
-        "name of the run: folder data/runs/verl/<run_name> and verl experiment names",
-        pattern=r"[A-Za-z0-9_.-]+",
-        pattern_doc="a name of letters, digits, '_', '.' and '-'",
+        "name of the run: folder build/verl/<run_name> (plan) or data/runs/verl/<run_name> (execute) "
+        "and verl experiment names",
+        **RUN_NAME,
     )
     test_freq: int = param(10, "validate every this many steps (the points of Figures 1 and 4)", low=1, high=100_000)
     save_freq: int = param(10, "save a checkpoint every this many steps (resume point)", low=1, high=100_000)
@@ -135,6 +164,8 @@ class VerlTrainingConfig(NotebookConfig):
     def check_together(self) -> None:
         self._all_arms()  # each arm's prompts a multiple of ppo_mini_batches
         data.check_tasks(self.rg_tasks)  # every task known to this recipe
+        for family in ("math", "stem", "code"):  # a local file that exists, or a dataset id
+            check_dataset(f"{family}_dataset", getattr(self, f"{family}_dataset"))
         self.cluster(("train.parquet",), ("val.parquet",))  # paths verl can take
         if self.execute:
             self._check_execute()
@@ -322,9 +353,9 @@ def plan_table(cfg: VerlTrainingConfig) -> pd.DataFrame:
     """Per arm: batch shape, learning rate, and the expected samples, hours and GPU-hours.
 
     Expected samples generated per step = N x prompts / pass rate (Table 2, reported, by arm).
-    Expected hours = steps x the arm's hours per step in Table 1 (reported, its longest row),
-    scaled by samples per step relative to the paper's arm and from the paper's 64 GPUs to this
-    cluster, both linearly (our assumption).
+    Expected hours are an estimate: steps x the arm's hours per step in Table 1 (reported, its
+    longest row), scaled by samples per step relative to the paper's arm and from the paper's 64
+    GPUs to this cluster, both linearly (our assumption); ``hours_basis`` says so in every row.
     """
     rates = paper.table2_pass_rates()
     t1 = paper.table1_arms()
@@ -356,6 +387,10 @@ def plan_table(cfg: VerlTrainingConfig) -> pd.DataFrame:
                 "gpus": gpus,
                 "expected_hours": hours,
                 "expected_gpu_hours": hours * gpus,
+                "hours_basis": (
+                    f"estimate: Table 1's hours per step scaled linearly by samples per step "
+                    f"({paper_n * paper_prompts:,} → {arm.samples_per_step:,}) and by GPUs ({PAPER_GPUS} → {gpus})"
+                ),
             }
         )
     return pd.DataFrame(rows)
@@ -372,6 +407,11 @@ def execute(cfg: VerlTrainingConfig, prepared: Prepared, on_line=print) -> None:
 def find_runs(root: Path = RUNS_DIR) -> list[logs.RunLog]:
     """Every arm of every run logged under ``root`` (data/runs/verl by default)."""
     return logs.find_runs(root)
+
+
+def source_label(run: logs.RunLog) -> str:
+    """How a run's rows are labelled: "verl on CPU: run <name>" for the CPU harness, else "run <name>"."""
+    return f"verl on CPU: run {run.run}" if run.device == "cpu" else f"run {run.run}"
 
 
 def _domain_scores(val: pd.DataFrame) -> pd.DataFrame:
@@ -411,7 +451,7 @@ def table1_rows(runs: list[logs.RunLog]) -> pd.DataFrame:
                     "math_score": s["math_score"],
                     "code_score": s["code_score"],
                     "reasoning_gym_score": s["reasoning_gym_score"],
-                    "source": f"run {run.run}",
+                    "source": source_label(run),
                 }
             )
     return pd.DataFrame(rows)
@@ -440,7 +480,7 @@ def figure1_points(runs: list[logs.RunLog]) -> pd.DataFrame:
                         "domain": domain,
                         "score": part[col],
                         "steps": part["step"].map(lambda x: f"+{x}"),
-                        "source": f"run {run.run}",
+                        "source": source_label(run),
                     }
                 )
             )
@@ -461,7 +501,7 @@ def figure4_points(runs: list[logs.RunLog]) -> pd.DataFrame:
                     "hours": part["hours"],
                     "step": part["step"],
                     "pass_at_1": part["value"],
-                    "source": f"run {run.run}",
+                    "source": source_label(run),
                 }
             )
         )

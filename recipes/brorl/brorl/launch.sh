@@ -36,6 +36,7 @@ SEGMENT=$(find "$ARM_DIR/logs" -maxdepth 1 -name 'segment_*.jsonl' | wc -l)
 LOG_FILE=$(printf '%s/logs/segment_%03d.jsonl' "$ARM_DIR" "$SEGMENT")
 export VERL_FILE_LOGGER_PATH="$LOG_FILE"
 export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
+export VERL_USE_EXTERNAL_MODULES=brorl_lib.verl_recipe.guard
 echo "[brorl] arm brorl, segment $SEGMENT, log $LOG_FILE"
 cd "$REPO_ROOT"
 "$PYTHON" -m verl.trainer.main_ppo \
@@ -44,6 +45,7 @@ cd "$REPO_ROOT"
   critic.enable=false \
   algorithm.filter_groups.enable=true \
   algorithm.filter_groups.metric=acc \
+  algorithm.filter_groups.max_num_gen_batches=10 \
   algorithm.rollout_correction.rollout_is=token \
   algorithm.rollout_correction.rollout_is_threshold=0.5_5.0 \
   "data.train_files=['${DATA_DIR}/train.parquet']" \
@@ -95,4 +97,5 @@ cd "$REPO_ROOT"
   "trainer.default_local_dir='${CKPT_DIR}/brorl'" \
   "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH='$LOG_FILE'" \
   "+ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH='$REPO_ROOT'" \
+  "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES='$VERL_USE_EXTERNAL_MODULES'" \
   "$@" 2>&1 | tee -a "$ARM_DIR/console.log"

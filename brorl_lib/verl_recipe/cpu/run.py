@@ -1,0 +1,193 @@
+"""``python -m brorl_lib.verl_recipe.cpu.run``: the recipe's two arms through verl's own trainer on this CPU.
+
+What it does, each step resumable (a finished step is skipped when run again):
+
+1. data: the recipe's parquet rows (``data.reasoning_gym_frames``) for ``TASKS``, under ``<work>/data``;
+2. model: the tiny warm-started model (``tiny_model``), committed at ``START_MODEL`` so that a re-run
+   trains from the same start (``--retrain-model`` makes a new one);
+3. training: ``recipes/brorl/cpu/<arm>/launch.sh`` for each arm (the committed cpu profile), logging to
+   ``<runs>/<arm>/logs/segment_NNN.jsonl`` as on a cluster; checkpoints under ``<work>/checkpoints``;
+4. merge: the ProRL and BroRL arms' last checkpoints to Hugging Face folders with verl's model merger;
+5. evaluation: ``python -m brorl_lib.evaluation`` on each merged checkpoint (Reasoning Gym, the CPU tasks,
+   the paper's protocol at the CPU's response length) into ``<eval>/<label>/``.
+
+The committed run (``data/runs/verl/verl-cpu``, ``data/runs/eval/verl-cpu-*``) is what notebook 05 shows as
+"verl on CPU"; ``make verl-cpu-run`` makes it again. ``make verl-test`` uses the functions here at the
+smallest size (tests/test_verl_cpu.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from brorl_lib.core.paths import BUILD_DIR, REPO_ROOT
+from brorl_lib.core.validation import check_int
+from brorl_lib.verl_recipe import data
+from brorl_lib.verl_recipe.cpu import tiny_model
+from brorl_lib.verl_recipe.cpu.profile import MAX_RESPONSE_LENGTH, RUN_NAME, CpuSettings
+from brorl_lib.verl_recipe.report import RUNS_DIR
+
+TASKS = ("family_relationships", "aiw")  # Figure 4 tasks with short answers a tiny model can guess
+TRAIN_PER_TASK = 256  # our choice: more prompts than the run draws, so no prompt repeats within a run
+VAL_PER_TASK = 4  # our choice: 8 validation prompts x 16 samples each validation
+SEED = 0
+START_MODEL = RUNS_DIR / RUN_NAME / "start_model"  # committed (about 0.4 MB)
+RECIPE_DIR = REPO_ROOT / "recipes" / "brorl" / "cpu"
+EVAL_DIR = REPO_ROOT / "data" / "runs" / "eval"
+EVAL_LABEL = "verl-cpu-{arm}-step{step}"
+START_LABEL = "verl-cpu-start"  # the starting checkpoint, evaluated like the arms
+EVAL_SAMPLES = 16  # the paper's samples per instance (Appendix D)
+EVAL_PER_TASK = 16  # our choice: Reasoning Gym instances per task
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Where one CPU run keeps its inputs, checkpoints and logs."""
+
+    work: Path  # data/, checkpoints/, merged/ (not committed)
+    runs: Path  # <runs>/<arm>/ logs and config (the committed run: data/runs/verl/verl-cpu)
+    model: Path  # the starting checkpoint
+
+    @property
+    def data_dir(self) -> Path:
+        return self.work / "data"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.work / "checkpoints"
+
+    def env(self) -> dict[str, str]:
+        """The launch scripts' variables (recipes/brorl/cpu/<arm>/launch.sh)."""
+        return {
+            **os.environ,
+            "MODEL_PATH": str(self.model),
+            "DATA_DIR": str(self.data_dir),
+            "CKPT_DIR": str(self.checkpoints),
+            "RUN_DIR": str(self.runs),
+            "PYTHON": sys.executable,
+            "PYTHONHASHSEED": "0",
+        }
+
+
+def prepare(paths: Paths, retrain_model: bool = False, train_per_task: int = TRAIN_PER_TASK) -> None:
+    """Write the parquet files and, if missing (or asked), warm-start the model from the training rows."""
+    check_int("train_per_task", train_per_task, low=1)
+    train, val = data.reasoning_gym_frames(list(TASKS), train_per_task, VAL_PER_TASK, SEED)
+    data.write_parquet(train, paths.data_dir / "train.parquet")
+    data.write_parquet(val, paths.data_dir / "val.parquet")
+    if retrain_model or not (paths.model / "config.json").is_file():
+        tiny_model.warm_start(train, paths.model, seed=SEED)
+
+
+def launch_command(arm: str, extra: list[str]) -> list[str]:
+    script = RECIPE_DIR / arm / "launch.sh"
+    if not script.is_file():
+        raise FileNotFoundError(f"{script} is missing: write the record with python -m brorl_lib.verl_recipe.record")
+    return ["bash", str(script), *extra]
+
+
+def launch(arm: str, paths: Paths, extra: list[str] = (), timeout_s: float = 1800, log=None) -> int:
+    """Run one arm's cpu launch script to its end (a new log segment; resumes from its newest checkpoint)."""
+    proc = subprocess.Popen(
+        launch_command(arm, list(extra)), env=paths.env(), start_new_session=True, stdout=log, stderr=log
+    )
+    try:
+        return proc.wait(timeout=timeout_s)
+    finally:
+        stop(proc)
+
+
+def latest_checkpoint(paths: Paths, arm: str) -> int:
+    """The step of the arm's newest checkpoint (0: none), as verl records it."""
+    marker = paths.checkpoints / arm / "latest_checkpointed_iteration.txt"
+    return int(marker.read_text().strip()) if marker.is_file() else 0
+
+
+def launch_and_kill(arm: str, paths: Paths, after_step: int, extra: list[str] = (), timeout_s: float = 900, log=None):
+    """Start the arm and kill the whole launch (driver, Ray and its workers) once checkpoint ``after_step`` exists."""
+    proc = subprocess.Popen(
+        launch_command(arm, list(extra)), env=paths.env(), start_new_session=True, stdout=log, stderr=log
+    )
+    deadline = time.monotonic() + timeout_s
+    try:
+        while latest_checkpoint(paths, arm) < after_step:
+            if proc.poll() is not None:
+                raise RuntimeError(f"arm {arm} ended (status {proc.returncode}) before checkpoint {after_step}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"arm {arm}: no checkpoint {after_step} within {timeout_s:.0f} s")
+            time.sleep(1.0)
+    finally:
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Kill a launch's process group (the driver and the Ray processes it started) and wait for it."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait()
+
+
+def merge(paths: Paths, arm: str, step: int) -> Path:
+    """verl's model merger: the arm's FSDP checkpoint at ``step`` as a Hugging Face folder (made once)."""
+    source = paths.checkpoints / arm / f"global_step_{step}" / "actor"
+    target = paths.work / "merged" / f"{arm}-step{step}"
+    if not (target / "config.json").is_file():
+        subprocess.run(
+            [sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp"]
+            + ["--local_dir", str(source), "--target_dir", str(target)],
+            check=True,
+            capture_output=True,
+        )
+    return target
+
+
+def evaluate(model: Path, label: str, out: Path = EVAL_DIR, per_task: int = EVAL_PER_TASK) -> None:
+    """The paper's protocol (16 samples, T 0.6, top-p 0.95) on the CPU tasks, responses capped at the run's length."""
+    subprocess.run(
+        [sys.executable, "-m", "brorl_lib.evaluation", "--model", str(model), "--label", label]
+        + ["--benchmarks", "rg_graphs", "rg_logic", "--rg-tasks", *TASKS, "--rg-per-task", str(per_task)]
+        + ["--samples", str(EVAL_SAMPLES), "--max-tokens", str(MAX_RESPONSE_LENGTH), "--backend", "transformers"]
+        + ["--out", str(out), "--no-progress"],
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m brorl_lib.verl_recipe.cpu.run", description=__doc__.splitlines()[0])
+    p.add_argument("--arms", nargs="+", default=["prorl", "brorl"], choices=["prorl", "brorl"])
+    p.add_argument("--work", type=Path, default=BUILD_DIR / "verl_cpu", help="data, checkpoints, merged models")
+    p.add_argument("--runs", type=Path, default=RUNS_DIR / RUN_NAME, help="logs: <runs>/<arm>/logs")
+    p.add_argument("--retrain-model", action="store_true", help="warm-start a new starting model")
+    p.add_argument("--no-eval", action="store_true", help="skip merge and evaluation")
+    args = p.parse_args(argv)
+    paths = Paths(args.work.resolve(), args.runs.resolve(), START_MODEL)
+    prepare(paths, args.retrain_model)
+    if not args.no_eval:
+        evaluate(paths.model, START_LABEL)
+    steps = CpuSettings().steps
+    for arm in args.arms:
+        if latest_checkpoint(paths, arm) < steps:
+            with open(paths.work / f"{arm}.console.log", "ab") as log:
+                status = launch(arm, paths, log=log)
+            if status != 0 or latest_checkpoint(paths, arm) < steps:
+                print(f"arm {arm} failed (status {status}); see {paths.work / f'{arm}.console.log'}", file=sys.stderr)
+                return 1
+        print(f"arm {arm}: trained to step {steps}; logs in {paths.runs / arm / 'logs'}")
+        if not args.no_eval:
+            evaluate(merge(paths, arm, steps), EVAL_LABEL.format(arm=arm, step=steps))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,167 @@
+"""A tiny Qwen2 and its tokenizer for the CPU run, warm-started on the recipe's own training prompts.
+
+verl applies the tokenizer's chat template to each parquet row's ``prompt`` and, for Qwen-family models,
+checks that the template's pieces are single tokens (``<|im_end|>``; a line break as one token), or it
+drops every prompt. The tokenizer here is character-level over GPT-2's 256 byte-level characters (so any
+text encodes, one token per byte) plus Qwen's ``<|endoftext|>``, ``<|im_start|>`` and ``<|im_end|>``,
+with Qwen's ChatML template. The warm start is supervised: "<answer>{answer}</answer><|im_end|>" after
+each templated prompt (the recipe's prompt and the evaluation protocol's), the prompt masked, so that the
+model answers in the recipe's format and gets some, not all, answers right: the pass rate strictly between
+0 and 1 that dynamic sampling needs, and a score above 0 under ``python -m brorl_lib.evaluation``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from tqdm.auto import tqdm
+from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from transformers.utils import logging as hf_logging
+
+from brorl_lib.core import atomic
+from brorl_lib.core.validation import check_int, check_positive
+
+hf_logging.disable_progress_bar()
+
+PAD, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
+# Qwen2's ChatML template, without tools or a default system prompt.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+IGNORE = -100  # transformers' label for positions without loss
+
+
+@dataclass(frozen=True)
+class TinyShape:
+    """Our choice: a model that learns the answer format in a minute on 2 cores (about 0.15M parameters)."""
+
+    hidden: int = 64
+    layers: int = 2
+    heads: int = 4
+    kv_heads: int = 2
+    intermediate: int = 128
+    max_positions: int = 1536  # the CPU profile's prompt plus response length, with room
+
+    def config(self, tokenizer: PreTrainedTokenizerFast) -> Qwen2Config:
+        for name in ("hidden", "layers", "heads", "kv_heads", "intermediate", "max_positions"):
+            check_int(name, getattr(self, name), low=1)
+        return Qwen2Config(
+            vocab_size=len(tokenizer),
+            hidden_size=self.hidden,
+            intermediate_size=self.intermediate,
+            num_hidden_layers=self.layers,
+            num_attention_heads=self.heads,
+            num_key_value_heads=self.kv_heads,
+            max_position_embeddings=self.max_positions,
+            tie_word_embeddings=True,
+            bos_token_id=tokenizer.convert_tokens_to_ids(PAD),
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+
+
+def build_tokenizer() -> PreTrainedTokenizerFast:
+    """One token per byte (GPT-2's byte-level characters), plus the three ChatML special tokens."""
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    vocab = {tok: i for i, tok in enumerate(sorted(alphabet))}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token=None))
+    # bytes first (a line break becomes "Ċ"), then each byte-level character is its own piece
+    core.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            pre_tokenizers.Split(pattern="", behavior="isolated"),
+        ]
+    )
+    core.decoder = decoders.ByteLevel()
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, padding_side="left")
+    tok.add_special_tokens({"pad_token": PAD, "eos_token": IM_END, "additional_special_tokens": [IM_START]})
+    tok.chat_template = CHAT_TEMPLATE
+    return tok
+
+
+def prompt_text(tokenizer: PreTrainedTokenizerFast, messages: list[dict]) -> str:
+    """The templated prompt verl generates from (generation prompt appended)."""
+    return tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+
+
+def prompt_variants(messages: list[dict], extra_info: dict) -> list[str]:
+    """The user text as the recipe's data writes it and, for Reasoning Gym, as the evaluation protocol does
+    (``evaluation.datasets.rg_prompt``), so that the checkpoint answers in tags under both."""
+    from brorl_lib.evaluation.datasets import rg_prompt
+    from brorl_lib.verl_recipe.codec import decode_entry
+
+    texts = [messages[-1]["content"]]
+    if extra_info.get("entry"):
+        texts.append(rg_prompt(decode_entry(extra_info["entry"])["question"]))
+    return texts
+
+
+def target_text(ground_truth: str) -> str:
+    """What the warm start teaches: the answer in ProRL's Reasoning Gym tags, then the end of the turn."""
+    return f"<answer>{ground_truth}</answer>{IM_END}"
+
+
+def sft_batch(tokenizer: PreTrainedTokenizerFast, prompts: list[str], targets: list[str]) -> dict[str, torch.Tensor]:
+    """Left-padded ids and attention mask; labels only on the target tokens."""
+    enc = [tokenizer(p + t, add_special_tokens=False)["input_ids"] for p, t in zip(prompts, targets)]
+    lens = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in targets]
+    width = max(map(len, enc))
+    ids = torch.full((len(enc), width), tokenizer.pad_token_id)
+    mask = torch.zeros_like(ids)
+    labels = torch.full_like(ids, IGNORE)
+    for i, (e, n) in enumerate(zip(enc, lens)):
+        ids[i, width - len(e) :] = torch.tensor(e)
+        mask[i, width - len(e) :] = 1
+        labels[i, width - n :] = ids[i, width - n :]
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+def warm_start(
+    train: pd.DataFrame,
+    out_dir: Path,
+    steps: int = 300,
+    batch_size: int = 16,
+    lr: float = 3e-3,
+    seed: int = 0,
+    shape: TinyShape = TinyShape(),
+    progress: bool = True,
+) -> Path:
+    """Train a fresh tiny model on ``train`` (verl parquet rows) and save it, with its tokenizer, to ``out_dir``.
+
+    Our choices: AdamW at ``lr`` on random mini-batches, ``steps`` steps; same seed, same weights.
+    """
+    check_int("steps", steps, low=1)
+    check_int("batch_size", batch_size, low=1)
+    check_positive("lr", lr)
+    if train.empty:
+        raise ValueError("train is empty: the warm start needs training rows")
+    tokenizer = build_tokenizer()
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(shape.config(tokenizer)).to(torch.float32)
+    prompts, targets = [], []
+    for messages, extra, reward in zip(train["prompt"], train["extra_info"], train["reward_model"]):
+        for text in prompt_variants(messages, extra):
+            prompts.append(prompt_text(tokenizer, [{"role": "user", "content": text}]))
+            targets.append(target_text(reward["ground_truth"]))
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    model.train()
+    for _ in tqdm(range(steps), desc="warm start", unit="step", disable=not progress):
+        pick = torch.randint(len(prompts), (batch_size,), generator=gen).tolist()
+        loss = model(**sft_batch(tokenizer, [prompts[i] for i in pick], [targets[i] for i in pick])).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+
+    def save(tmp: Path) -> None:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+
+    atomic.write_folder(Path(out_dir), save)
+    return Path(out_dir)

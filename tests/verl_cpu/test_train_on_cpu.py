@@ -1,0 +1,86 @@
+"""verl's own trainer runs the committed recipe on this CPU: both arms, resume after a kill, the round cap.
+
+These launch ``recipes/brorl/cpu/<arm>/launch.sh`` (``python -m verl.trainer.main_ppo`` with the committed
+arm's overrides plus the CPU delta) at the smallest size that still shows each point, and check verl's own
+logs through the project's reader. About a minute and a half per launch on 2 cores (`make verl-test`).
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+
+import pytest
+import torch
+
+from brorl_lib.verl_recipe import configs, logs
+from brorl_lib.verl_recipe.cpu import profile, run, tiny_model
+
+SHORT = ["trainer.total_training_steps=2", "trainer.save_freq=1", "trainer.test_freq=2"]
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory):
+    work = tmp_path_factory.mktemp("verl_cpu")
+    p = run.Paths(work, work / "runs", work / "start_model")
+    if (run.START_MODEL / "config.json").is_file():
+        shutil.copytree(run.START_MODEL, p.model)
+    run.prepare(p, train_per_task=32)  # warm-starts a model only when none is committed
+    return p
+
+
+def launch(arm, paths, extra, log_name):
+    with open(paths.work / log_name, "wb") as log:
+        return run.launch(arm, paths, extra, timeout_s=900, log=log)
+
+
+def trained(log: logs.RunLog):
+    return log.steps[log.steps["kept_groups"] > 0].set_index("step")
+
+
+def test_prorl_trains_and_resumes_after_a_kill(paths):
+    with open(paths.work / "prorl-killed.log", "wb") as log:
+        run.launch_and_kill("prorl", paths, after_step=1, extra=SHORT, log=log)
+    assert run.latest_checkpoint(paths, "prorl") == 1
+    status = launch("prorl", paths, SHORT, "prorl-resumed.log")
+    assert status == 0, (paths.work / "prorl-resumed.log").read_text()[-3000:]
+    assert run.latest_checkpoint(paths, "prorl") == 2
+    log = logs.read_run(paths.runs / "prorl")
+    assert log.segments == 2  # the killed launch and the resumed one, joined by the reader
+    steps = trained(log)
+    assert list(steps.index) == [1, 2]  # step 2 after the resume, nothing trained twice
+    n, prompts = profile.CPU_ARMS["prorl"]
+    assert (steps["kept_samples"] == n * prompts).all()  # the kept batch is the configured size
+    assert (steps["train_score"] > 0).any()  # rewards from the project's reward function
+    assert ((steps["grad_norm"] > 0) & steps["grad_norm"].map(math.isfinite)).all()  # gradients flow
+    assert {"reasoning_gym.family_relationships", "reasoning_gym.aiw"} <= set(log.validation["data_source"])
+
+
+def test_brorl_trains_with_its_batch_and_learning_rate(paths):
+    assert launch("brorl", paths, SHORT, "brorl.log") == 0, (paths.work / "brorl.log").read_text()[-3000:]
+    log = logs.read_run(paths.runs / "brorl")
+    steps = trained(log)
+    assert list(steps.index) == [1, 2]
+    n, prompts = profile.CPU_ARMS["brorl"]
+    assert (steps["kept_samples"] == n * prompts).all()
+    assert (steps["train_score"] > 0).any() and (steps["grad_norm"] > 0).all()
+    arms = profile.cpu_arms(2)
+    expected = configs.learning_rate(arms["brorl"], arms["prorl"])
+    merged = logs.merge_segments(sorted((paths.runs / "brorl" / "logs").glob(logs.SEGMENT_GLOB)))
+    assert float(merged[1]["actor/lr"]) == pytest.approx(expected)
+
+
+def test_a_run_whose_groups_are_all_filtered_stops_with_a_reason(paths, tmp_path):
+    never = tmp_path / "never_scores"  # an untrained model: no answer in <answer> tags, reward 0 everywhere
+    tok = tiny_model.build_tokenizer()
+    torch.manual_seed(0)
+    tiny_model.Qwen2ForCausalLM(tiny_model.TinyShape().config(tok)).save_pretrained(never)
+    tok.save_pretrained(never)
+    blind = run.Paths(paths.work, tmp_path / "runs", never)
+    extra = ["trainer.total_training_steps=1", "trainer.val_before_train=false",
+             "algorithm.filter_groups.max_num_gen_batches=2"]  # fmt: skip
+    status = launch("prorl", blind, extra, "never.log")
+    text = (paths.work / "never.log").read_text(errors="replace")
+    assert status != 0
+    assert "DynamicSamplingExhausted" in text and "max_num_gen_batches=2" in text
+    assert "pass rate on the training prompts" in text
