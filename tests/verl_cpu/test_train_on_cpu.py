@@ -76,11 +76,12 @@ def test_a_run_whose_groups_are_all_filtered_stops_with_a_reason(paths, tmp_path
     torch.manual_seed(0)
     tiny_model.Qwen2ForCausalLM(tiny_model.TinyShape().config(tok)).save_pretrained(never)
     tok.save_pretrained(never)
-    blind = run.Paths(paths.work, tmp_path / "runs", never)
+    blind = run.Paths(tmp_path, tmp_path / "runs", never)  # its own checkpoints: nothing to resume from
+    run.prepare(blind, train_per_task=32)
     extra = ["trainer.total_training_steps=1", "trainer.val_before_train=false",
              "algorithm.filter_groups.max_num_gen_batches=2"]  # fmt: skip
     status = launch("prorl", blind, extra, "never.log")
-    text = (paths.work / "never.log").read_text(errors="replace")
+    text = (tmp_path / "never.log").read_text(errors="replace")
     assert status != 0
     assert "DynamicSamplingExhausted" in text and "max_num_gen_batches=2" in text
     assert "pass rate on the training prompts" in text
