@@ -11,7 +11,6 @@ resource and the launch declares logical GPUs with ``+ray_kwargs.ray_init.num_gp
 
 from __future__ import annotations
 
-import os
 from contextlib import contextmanager
 from typing import Any
 
@@ -170,8 +169,3 @@ class CPUPlatform(PlatformBase):
 
     def cudart(self) -> Any:
         return None
-
-
-def selected() -> bool:
-    """True when this process runs under ``VERL_PLATFORM=cpu``."""
-    return os.environ.get("VERL_PLATFORM", "").strip().lower() == PLATFORM_NAME

@@ -93,11 +93,16 @@ def launch_command(arm: str, extra: list[str]) -> list[str]:
     return ["bash", str(script), *extra]
 
 
-def launch(arm: str, paths: Paths, extra: list[str] = (), timeout_s: float = 1800, log=None) -> int:
-    """Run one arm's cpu launch script to its end (a new log segment; resumes from its newest checkpoint)."""
-    proc = subprocess.Popen(
+def start(arm: str, paths: Paths, extra: list[str], log) -> subprocess.Popen:
+    """Start one arm's cpu launch script in its own process group (so ``stop`` can take Ray down with it)."""
+    return subprocess.Popen(
         launch_command(arm, list(extra)), env=paths.env(), start_new_session=True, stdout=log, stderr=log
     )
+
+
+def launch(arm: str, paths: Paths, extra: list[str] = (), timeout_s: float = 1800, log=None) -> int:
+    """Run one arm's cpu launch script to its end (a new log segment; resumes from its newest checkpoint)."""
+    proc = start(arm, paths, extra, log)
     try:
         return proc.wait(timeout=timeout_s)
     finally:
@@ -112,9 +117,7 @@ def latest_checkpoint(paths: Paths, arm: str) -> int:
 
 def launch_and_kill(arm: str, paths: Paths, after_step: int, extra: list[str] = (), timeout_s: float = 900, log=None):
     """Start the arm and kill the whole launch (driver, Ray and its workers) once checkpoint ``after_step`` exists."""
-    proc = subprocess.Popen(
-        launch_command(arm, list(extra)), env=paths.env(), start_new_session=True, stdout=log, stderr=log
-    )
+    proc = start(arm, paths, extra, log)
     deadline = time.monotonic() + timeout_s
     try:
         while latest_checkpoint(paths, arm) < after_step:
