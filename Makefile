@@ -25,9 +25,9 @@ $(STAMP): pyproject.toml requirements.lock
 reproduce: $(STAMP)
 	$(BIN)/python -m brorl_lib reproduce --profile $(PROFILE)
 
-## Lint, unit tests, vLLM on CPU against transformers, the committed notebooks re-executed and checked by nbval,
-## then JupyterLab in a browser.
-test: lint unit verl-test vllm-test nbval browser
+## Lint, unit tests, the book built with warnings as errors, vLLM on CPU against transformers, the committed
+## notebooks re-executed and checked by nbval, then JupyterLab and the book in a browser.
+test: lint unit book verl-test vllm-test nbval browser
 
 ## ruff: lint rules and formatting (configured in pyproject.toml)
 lint: $(STAMP)
@@ -100,10 +100,22 @@ endef
 sandbox-deps:
 	$(call debian_package,bwrap,bubblewrap,The code sandbox)
 
-## Every notebook opened in JupyterLab in headless Chromium: run cell by cell, one control moved (a few minutes).
-.PHONY: browser browser-deps
+## Every notebook opened in JupyterLab in headless Chromium: run cell by cell, one control moved (a few minutes);
+## then the book's front page, gallery and a notebook page: every image loads, every internal link leads somewhere.
+.PHONY: browser browser-deps book screenshots
 browser: $(STAMP) browser-deps
 	$(BIN)/python -m pytest -q tests/browser
+
+## The book: a static HTML site of the committed, executed notebooks (not re-run), the docs/ pages and a gallery of
+## every artifact in figures/MANIFEST.json, into build/book/html/ (open index.html there); warnings fail it (seconds).
+book: $(STAMP)
+	$(BIN)/python -m brorl_lib.core.book
+
+## Photograph the notebooks' explore sections again for docs/screenshots/, each with a sidecar holding its
+## notebook's input hash: all of them, or NOTEBOOKS="04_laptop_rlvr ..." only. The unit tests fail while a
+## screenshot the README or the book shows is older than its notebook's inputs (a few minutes).
+screenshots: $(STAMP) browser-deps
+	BRORL_UPDATE_SCREENSHOTS=1 BRORL_BROWSER_NOTEBOOKS="$(NOTEBOOKS)" $(BIN)/python -m pytest -q tests/browser/test_jupyterlab.py
 
 ## Chromium for the browser test: found, else Debian's package installed, else named.
 browser-deps:
@@ -124,7 +136,7 @@ lab: $(STAMP)
 
 ## Rewrite requirements.lock from the current environment.
 lock: $(STAMP)
-	{ sed -n '1,3p' requirements.lock; $(BIN)/pip freeze --exclude-editable | grep -viE '^(torch|brorl)'; } > requirements.lock.new
+	{ sed -n '1,3p' requirements.lock; $(BIN)/pip freeze --exclude-editable | grep -viE '^(torch==|brorl)'; } > requirements.lock.new
 	mv requirements.lock.new requirements.lock
 
 clean:

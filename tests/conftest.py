@@ -18,3 +18,14 @@ def out_dir(tmp_path, monkeypatch):
 
 
 os.environ.setdefault("PYTHONHASHSEED", "0")
+
+
+@pytest.fixture(autouse=True)
+def no_registered_run():
+    """Each test starts with no notebook run registered (``core.variants``): a config built by one test never
+    turns another test's artifacts into variants."""
+    from brorl_lib.core import variants
+
+    variants.clear_run()
+    yield
+    variants.clear_run()

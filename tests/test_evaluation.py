@@ -4,6 +4,8 @@ import dataclasses
 import itertools
 import json
 import os
+import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -481,6 +483,28 @@ def test_domain_aggregation_and_paired_test():
     assert np.isnan(partial.loc["a", "math_avg"])  # an average needs every column, as the paper's
 
 
+def test_a_missing_domain_average_says_why():
+    df = synthetic("a", np.random.default_rng(1))
+    whole = metrics.domain_averages(df).set_index("average")
+    assert (whole["note"] == "").all() and whole["value"].notna().all()
+    partial = df[(df["benchmark"] != "aime24") & (df["domain"] != "code")]
+    table = metrics.domain_averages(partial).set_index("average")
+    assert np.isnan(table.loc["math_avg", "value"]) and table.loc["math_avg", "note"] == "not run: needs aime24"
+    assert table.loc["code_avg", "note"] == "not run: needs apps, codecontests, codeforces, taco"
+    assert table.loc["rg_avg", "note"] == "" and table.loc["rg_avg", "value"] > 0
+    done = {"a": set(benchmarks.BENCHMARKS) - {"taco"}}  # taco stopped before its last instance
+    cut = metrics.domain_averages(df, done).set_index("average")
+    assert cut.loc["code_avg", "note"].startswith("incomplete: taco not evaluated to the last instance")
+    assert np.isnan(cut.loc["code_avg", "value"]) and cut.loc["math_avg", "note"] == ""
+    text = metrics.format_domain_averages(partial)
+    assert "nan" not in text.lower() and "  math_avg: not run: needs aime24" in text.splitlines()
+    only_rg = metrics.format_domain_averages(df[df["benchmark"] == "rg_graphs"])
+    assert "  rg_avg, rg_category_mean: not run: needs rg_algebra," in only_rg  # one line for one reason
+    assert metrics.average_gap("math", benchmarks.GROUPS["math"]) is None
+    with pytest.raises(ValueError, match="domain='maths'"):
+        metrics.average_gap("maths", [])
+
+
 # --- the whole path ----------------------------------------------------------------------------------
 
 
@@ -849,4 +873,40 @@ def test_cli_validates_then_evaluates(files, capsys):
     )
     printed = capsys.readouterr().out
     assert code == 0 and "math500" in printed and "pass@2" in printed
+    assert "NaN" not in printed and "math_avg: not run: needs aime24, aime25, amc, minerva, olympiad_bench" in printed
     assert len((files / "cli" / "tiny_a" / "math500.jsonl").read_text().splitlines()) == 2 * 2
+
+
+# --- the front page's evaluation recipe ----------------------------------------------------------------
+
+
+def documented_command(page: str) -> list[str]:
+    """The arguments of the evaluation command in ``page``'s bash block that evaluates the shipped start model."""
+    text = (REPO_ROOT / page).read_text(encoding="utf-8")
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        line = block.replace("\\\n", " ")
+        for command in line.splitlines():
+            if "brorl_lib.evaluation" in command and "verl-cpu/start_model" in command:
+                words = shlex.split(command)
+                return words[words.index("brorl_lib.evaluation") + 1 :]
+    raise AssertionError(f"{page} shows no evaluation command on data/runs/verl/verl-cpu/start_model")
+
+
+def test_the_front_pages_evaluation_recipe_runs_offline_and_scores(tmp_path, capsys, monkeypatch):
+    """README's recipe, as written (docs/evaluation.md shows the same), on shipped files only: no hub, no data
+    file; it scores above zero, near the committed evaluation of the same checkpoint (0.109 and 0.164)."""
+    args = documented_command("README.md")
+    assert documented_command("docs/evaluation.md") == args
+    assert "--data" not in args and not any(a.startswith("http") for a in args)
+    monkeypatch.chdir(REPO_ROOT)  # the command's paths are relative to the repository
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    args[args.index("--out") + 1] = str(tmp_path / "eval")
+    assert cli_main([*args, "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    scores = results.load_results(tmp_path / "eval")
+    per_benchmark = metrics.benchmark_scores(scores).set_index("benchmark")["score"]
+    assert set(per_benchmark.index) == {"rg_graphs", "rg_logic"}
+    assert (per_benchmark > 0).all(), per_benchmark
+    assert per_benchmark["rg_graphs"] == pytest.approx(0.109, abs=0.05)
+    assert per_benchmark["rg_logic"] == pytest.approx(0.164, abs=0.05)
+    assert "NaN" not in printed and "math_avg: not run: needs aime24" in printed

@@ -206,15 +206,18 @@ def test_bounds_are_exact_and_every_refusal_names_a_parameter_as_written(spec, p
         (["run", "02_simulator", "-p", "rollouts", "[4, 4]"], "rollouts=[4, 4] is not allowed: 4 is listed twice"),
         (["run", "02_simulator", "-p", "seeds", "[1, 2"], "seeds: cannot read '[1, 2'"),
         (
-            ["run", "04_laptop_rlvr", "-p", "hidden_size", "130"],
-            "hidden_size=130 is not allowed: must be a multiple of 4",
+            ["run", "04_laptop_rlvr", "-p", "candidates", "[spell_backward:1@130x2]"],
+            "candidates item='spell_backward:1@130x2': the hidden size must be a multiple of 4",
         ),
-        (["run", "04_laptop_rlvr", "-p", "num_layers", "0"], "num_layers=0 is out of range"),
-        (["run", "04_laptop_rlvr", "-p", "tasks", "[chess]"], "tasks item='chess' is not allowed"),
+        (["run", "04_laptop_rlvr", "-p", "plateau_window", "4"], "plateau_window=4 is out of range"),
+        (
+            ["run", "04_laptop_rlvr", "-p", "candidates", "[chess:1@64x2]"],
+            "candidates item task='chess' is not allowed",
+        ),
         (["run", "04_laptop_rlvr", "-p", "theory_samples", "1"], "theory_samples=1 is out of range"),
         (
-            ["run", "04_laptop_rlvr", "-p", "hidden_size", "1024", "-p", "theory_samples", "65536"],
-            "hidden_size=1024, num_layers=3 with the largest generation batch (theory_samples: 65,536 responses) need",
+            ["run", "04_laptop_rlvr", "-p", "candidates", "[spell_backward:1@1024x3]", "-p", "theory_samples", "65536"],
+            "candidates=['spell_backward:1@1024x3'] with the largest generation batch (theory_samples: 65,536",
         ),
         (
             ["run", "05_verl_training", "-p", "temperature", "-inf"],
@@ -262,14 +265,16 @@ def test_laptop_rlvr_lowest_values_pass_every_check_of_the_experiment():
         spec,
         **{
             **low,
-            "tasks": ["arithmetic"],
-            "difficulties": [1],
+            "candidates": ["arithmetic:1@4x1"],
             "arm_rollouts": [2, 16],
             "base_lr_rollouts": [2],
-            "sample_budget": 64,
+            # the cross-parameter bounds: two plateau windows of evaluations, budgets from the widest kept batch
+            "phase1_max_steps": 16,
+            "screen_max_steps": 16,
+            "budgets": [64],
         },
     )
-    assert cfg.theory_samples == 2 and cfg.settings().model.hidden == 4
+    assert cfg.theory_samples == 2 and cfg.settings().candidates[0].model.hidden == 4
 
 
 # --- the evaluation command line ---

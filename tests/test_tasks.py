@@ -268,19 +268,24 @@ def test_verifier_scores_and_the_pass_rule():
 
 
 def test_committed_laptop_runs_get_the_same_held_out_instances():
-    """The held-out instances of the committed laptop-scale run are generated again, in the same order."""
-    root = REPO_ROOT / "data" / "runs" / "laptop_rlvr"
-    settings = json.loads((root / "settings.json").read_text())
-    kept = set(pd.read_csv(root / "task_screen.csv").query("kept")["task"])
-    want = pd.read_csv(root / "test_instances.csv", dtype=str, keep_default_na=False)
-    levels = zip(settings["task_names"], settings["difficulties"], strict=True)
-    got = [
-        (i.task, i.prompt, i.answer)
-        for task, level in levels
-        if task in kept
-        for i in laptop.make_split(task, level, settings["n_train"], settings["n_test"], 0)[1]
-    ]
-    assert len(want) >= 1000 and got == list(want.itertuples(index=False, name=None))
+    """The held-out test and validation instances of every committed laptop-scale configuration are generated
+    again, in the same order."""
+    from brorl_lib.rlvr import experiment as ex
+    from brorl_lib.rlvr.explorer import committed_config
+
+    cfg = committed_config()
+    settings, checked = cfg.settings(), 0
+    for candidate in settings.candidates:
+        path = ex.config_folder(cfg.runs_path(), candidate) / ex.INSTANCES
+        if path.exists():
+            want = pd.read_csv(path, dtype=str, keep_default_na=False)
+            _, test, val = ex.split(settings, candidate)
+            got = [(i.task, i.prompt, i.answer, "test") for i in test] + [
+                (i.task, i.prompt, i.answer, "val") for i in val
+            ]
+            assert len(test) >= 1000 and got == list(want.itertuples(index=False, name=None))
+            checked += 1
+    assert checked >= 1
 
 
 def test_every_part_draws_its_entries_from_the_one_generator():

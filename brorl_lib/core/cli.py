@@ -1,4 +1,6 @@
-"""Command line: ``python -m brorl_lib list | params | run | reproduce | status | refresh``."""
+"""Command line: ``python -m brorl_lib list | params | run | reproduce | status | refresh``.
+
+``run NAME --style STYLE --out DIR [--svg]`` re-draws a notebook's figures in another style (``core.styles``)."""
 
 from __future__ import annotations
 
@@ -6,11 +8,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from brorl_lib.core import manifest
+from brorl_lib.core import manifest, styles, variants
+from brorl_lib.core.artifacts import changes_text
 from brorl_lib.core.paths import FIGURES_DIR
 from brorl_lib.core.pipeline import (
+    Look,
     NotebookFailed,
     RunResult,
+    check_look,
     refresh_notebook,
     run_notebook,
     set_aside_damaged_manifest,
@@ -37,6 +42,13 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--out", type=Path, default=FIGURES_DIR, help="artifact folder (default figures/)")
         p.add_argument("--force", action="store_true", help="run even if inputs are unchanged")
         p.add_argument("--quiet", action="store_true", help="do not stream cell output")
+        p.add_argument(
+            "--style",
+            help="re-draw the figures in another style: a preset ("
+            + "; ".join(f"{k}: {v.description}" for k, v in styles.PRESETS.items())
+            + ") or the path of your own .mplstyle file; needs --out DIR (never figures/); see docs/figures.md",
+        )
+        p.add_argument("--svg", action="store_true", help="also write each figure as SVG (needs --out DIR)")
 
     run = sub.add_parser("run", help="run some notebooks")
     run.add_argument("names", nargs="+", help="notebook names, e.g. 01_theory")
@@ -109,6 +121,11 @@ def _run(names: list[str], args, pairs: list[tuple[str, str]], rebuild_manifest:
     """Run the named notebooks; ``rebuild_manifest`` (reproduce: every notebook) sets a damaged manifest aside."""
     if pairs and len(names) != 1:
         raise ValueError("-p/--parameter applies to one notebook; name exactly one")
+    look = Look(
+        styles.resolve(args.style, "--style") if args.style is not None else styles.PAPER,
+        styles.check_formats(["svg"] if args.svg else []),
+    )
+    check_look(look, args.out, "--style" if args.style is not None else "--svg")
     overrides = dict(parse_override(get_notebook(names[0]), k, v) for k, v in pairs)
     plans = [plan_run(get_notebook(n), args.profile, overrides) for n in names]  # all checks first
     try:
@@ -124,7 +141,16 @@ def _run(names: list[str], args, pairs: list[tuple[str, str]], rebuild_manifest:
     results = []
     for i, plan in enumerate(plans, 1):
         print(f"[{i}/{len(plans)}] {plan.spec.name} (profile {plan.profile}, timeout {plan.timeout_s} s)", flush=True)
-        result = run_notebook(plan, args.out, force=args.force, log_output=not args.quiet)
+        variant = variants.describe(plan.spec, plan.profile, plan.parameters)
+        if variant:
+            print(
+                f"[{i}/{len(plans)}] {plan.spec.name}: a variant of the {variant['profile']} profile "
+                f"({changes_text(variant['changed'])}): its reproduced and scaled-down artifacts are stamped variant",
+                flush=True,
+            )
+        if not look.is_default:
+            print(f"[{i}/{len(plans)}] figures in style {look.style.label} as {', '.join(look.formats)}", flush=True)
+        result = run_notebook(plan, args.out, force=args.force, log_output=not args.quiet, look=look)
         results.append(result)
         if result.status == "skipped":
             verb = f"inputs unchanged since its last run here, skipped; {len(result.files)} files"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import subprocess
 from pathlib import Path
 
 import nbformat
@@ -88,8 +89,31 @@ def library_files(code_cells: list[str]) -> list[Path]:
     return sorted({_module_file(m) for m in seen} | {LIB_DIR / "__init__.py"})
 
 
+def git_ignored(paths: list[Path]) -> set[Path]:
+    """The files among ``paths`` that git ignores (e.g. a run's console.log): a clone lacks them, so they are no
+    input. None when the repository is not a git work tree (or git is missing)."""
+    if not paths or not (REPO_ROOT / ".git").exists():
+        return set()
+    names = "\0".join(str(p.relative_to(REPO_ROOT)) for p in paths)
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "check-ignore", "--stdin", "-z"],
+            input=names,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return set()
+    if done.returncode not in (0, 1):  # 1: none ignored; anything else: not a work tree
+        return set()
+    return {REPO_ROOT / name for name in done.stdout.split("\0") if name}
+
+
 def data_files(spec: NotebookSpec) -> list[Path]:
-    return sorted({p for pattern in spec.data_files for p in REPO_ROOT.glob(pattern) if p.is_file()})
+    """The files the notebook's data patterns match, less those git ignores (a clone has exactly these)."""
+    found = {p for pattern in spec.data_files for p in REPO_ROOT.glob(pattern) if p.is_file()}
+    return sorted(found - git_ignored(sorted(found)))
 
 
 def input_hashes(spec: NotebookSpec, parameters: dict) -> dict[str, str]:

@@ -5,7 +5,9 @@ matplotlib figure. Quick settings redraw on every change; settings ``live`` call
 Run button, then run in a thread with a progress bar and a Stop button. A ``ValueError`` (a check refusing
 a value) shows its message under the controls and leaves the previous figure in place; any other error
 shows its traceback there too, then goes to the kernel's log. The Save row writes the current figure with
-``core.views.save_view``.
+``core.views.save_view``, in the style chosen beside it (a preset of ``core.styles`` or the path of a
+``.mplstyle`` file, relative to the repository): a style other than the one on screen re-draws the figure
+in it first (in a thread, with progress, when the settings are not live), and SVG on request.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from collections.abc import Callable, Mapping
 import ipywidgets as w
 import matplotlib.pyplot as plt
 
+from brorl_lib.core import styles
 from brorl_lib.core.controls import STATIC_MESSAGE, interactive_session
 from brorl_lib.core.paths import REPO_ROOT
-from brorl_lib.core.views import DEFAULT_VIEWS_DIR, save_view
+from brorl_lib.core.plotting import style_of
+from brorl_lib.core.views import DEFAULT_VIEWS_DIR, save_view, views_folder
 
 ERROR_COLOUR = "#b00020"
 
@@ -69,8 +73,9 @@ class LiveFigure:
     """Controls, the figure they drive, a message line, and a Save row. ``widget`` is what a notebook shows.
 
     ``read`` turns the controls' values into the parameters ``draw`` takes (and raises the checks' ValueError);
-    ``provenance`` is a class or a function of those parameters; ``live(params)`` says whether a change may
-    redraw at once (else the Run button runs it in a thread, with progress and Stop)."""
+    ``provenance`` is a class or a function of those parameters (``basis`` says what an ``estimate`` rests on);
+    ``live(params)`` says whether a change may redraw at once (else the Run button runs it in a thread, with
+    progress and Stop)."""
 
     def __init__(
         self,
@@ -83,9 +88,11 @@ class LiveFigure:
         caption: str = "",
         live: Callable[[dict], bool] | None = None,
         title: str = "",
+        basis: str = "",
     ) -> None:
         self.controls, self.read, self.draw = dict(controls), read, draw
         self.name, self.caption, self._provenance, self.live = name, caption, provenance, live
+        self.basis = basis
         self.figure: plt.Figure | None = None
         self.parameters: dict | None = None
         self.thread: threading.Thread | None = None
@@ -102,6 +109,16 @@ class LiveFigure:
         self.run_button.on_click(lambda _: self.start())
         self.stop_button.on_click(lambda _: self.stop.set())
         self.folder = w.Text(value=str(DEFAULT_VIEWS_DIR.relative_to(REPO_ROOT)), description="save into")
+        self.style = w.Combobox(
+            value=styles.DEFAULT,
+            options=list(styles.PRESETS),
+            description="style",
+            ensure_option=False,
+            tooltip="a preset ("
+            + "; ".join(f"{k}: {v.description}" for k, v in styles.PRESETS.items())
+            + ") or the path of a .mplstyle file, relative to the repository",
+        )
+        self.svg = w.Checkbox(value=False, description="SVG too", indent=False)
         self.save_button = w.Button(description="Save figure", icon="save")
         self.save_button.on_click(lambda _: self.save())
         if live is None:  # every setting redraws at once: no Run row
@@ -120,7 +137,7 @@ class LiveFigure:
                 self.message,
                 self.image,
                 self.note,
-                w.HBox([self.folder, self.save_button]),
+                w.Box([self.folder, self.style, self.svg, self.save_button], layout=w.Layout(flex_flow="row wrap")),
             ]
         )
         self.widget.add_class("brorl-live")
@@ -188,15 +205,28 @@ class LiveFigure:
         params = self._params()
         if params is None:
             return
+
+        def job(progress: Progress) -> None:
+            if self._draw(params, progress):
+                self._say("done")
+
+        self._say("running…")
+        self._start_thread(job)
+
+    def _start_thread(self, job: Callable[[Progress], object]) -> None:
+        """``job(progress)`` in a thread, with the progress bar and the Stop button; a Stop or a refused value
+        says so under the controls."""
         self.stop.clear()
         self.bar.layout.visibility = "visible"
         self.run_button.disabled, self.stop_button.disabled = True, False
-        self._say("running…")
 
         def work() -> None:
             try:
-                if self._draw(params, Progress(self.bar, self.stop)):
-                    self._say("done")
+                job(Progress(self.bar, self.stop))
+            except Stopped as err:
+                self._say(f"{err}: nothing saved")
+            except ValueError as err:
+                self._say(f"ValueError: {err}", error=True)
             finally:
                 self.run_button.disabled, self.stop_button.disabled = False, True
 
@@ -211,18 +241,51 @@ class LiveFigure:
         return {**whole, **{k: v for k, v in params.items() if not k.startswith("_")}}
 
     def save(self) -> list:
-        """Save the figure on screen into the folder typed beside the button (never figures/)."""
+        """Save the figure on screen into the folder typed beside the button (never figures/), in the style
+        chosen there: re-drawn in it first when it is not the style on screen."""
         if self.figure is None:
             self._say("nothing drawn yet", error=True)
             return []
+        if self.thread is not None and self.thread.is_alive():
+            self._say("a run is going: press Stop first")
+            return []
+        try:  # every choice checked before any drawing
+            style = styles.resolve(self.style.value, "style", base=REPO_ROOT)
+            formats = styles.check_formats(["svg"] if self.svg.value else [], "formats")
+            views_folder(self.folder.value)
+        except ValueError as err:
+            self._say(f"ValueError: {err}", error=True)
+            return []
+        if style.label == style_of(self.figure).label:
+            return self._write(self.figure, formats)
+        params = self.parameters
+        if self.live is not None and not self.live(params):
+            self._say(f"re-drawing in style {style.label} to save it (Stop ends it)…")
+            self._start_thread(lambda progress: self._write(self._redrawn(params, style, progress), formats))
+            return []
+        return self._write(self._redrawn(params, style, Progress()), formats)
+
+    def _redrawn(self, params: dict, style: styles.FigureStyle, progress: Progress) -> plt.Figure:
+        """The figure of ``params`` drawn again in ``style`` (kept off screen)."""
+        with styles.using(style):
+            drawn = self.draw(params, progress)
+        fig = drawn[0] if isinstance(drawn, tuple) else drawn
+        plt.close(fig)
+        return fig
+
+    def _write(self, fig: plt.Figure, formats: tuple[str, ...]) -> list:
+        config = (self.parameters or {}).get("_config")
         try:
             files = save_view(
-                self.figure,
+                fig,
                 self.folder.value,
                 provenance=self.provenance(self.parameters),
                 parameters=self.saved_parameters(),
                 name=self.name,
                 caption=self.caption,
+                basis=self.basis,
+                config=config,
+                formats=formats,
             )
         except ValueError as err:
             self._say(f"ValueError: {err}", error=True)

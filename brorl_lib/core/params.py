@@ -59,6 +59,8 @@ class Param:
     distinct: bool = False  # lists: no value twice
     min_items: int = 1  # lists: fewest items
     max_items: int | None = None  # lists: most items
+    operational: bool = False  # where or whether to run (a path, a name, a launch switch), not what is computed:
+    # a changed value does not make the run a variant (core.variants)
 
     # --- what is allowed ---
     @property
@@ -285,11 +287,16 @@ class NotebookConfig:
 
     @classmethod
     def from_namespace(cls, namespace: Mapping[str, object]):
-        """Build from a mapping that holds every field, e.g. a notebook's ``globals()``."""
+        """Build from a mapping that holds every field, e.g. a notebook's ``globals()``, and register it as the
+        parameters of the run in this process (``core.variants``: what its artifacts' class is compared with)."""
         missing = [n for n in cls.parameter_names() if n not in namespace]
         if missing:
             raise ValueError(f"{cls.__name__}: missing parameters {missing}")
-        return cls(**{n: namespace[n] for n in cls.parameter_names()})
+        config = cls(**{n: namespace[n] for n in cls.parameter_names()})
+        from brorl_lib.core import variants
+
+        variants.register_run(config)  # the run's parameters: a changed one makes its artifacts a variant
+        return config
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)

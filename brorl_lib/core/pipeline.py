@@ -1,7 +1,8 @@
 """Run notebooks with papermill, skip unchanged ones, and move their artifacts into place.
 
 A run executes in a staging folder; only after the notebook succeeds are its files moved (each by
-an atomic rename) into the output folder and entered in its MANIFEST.json. A failed or timed-out
+an atomic rename) into the output folder and entered in its MANIFEST.json. A run in another figure style
+(``core.styles``) or with SVG files never writes into figures/; its entries record the style. A failed or timed-out
 run leaves the output folder as it was and names the failing notebook and cell. Each run compares the
 bytes it made with those it replaces (``RunResult.changed``) and adds a line to build/run-log.jsonl.
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from brorl_lib.core import atomic, manifest, run_log
+from brorl_lib.core import atomic, manifest, run_log, styles, variants
 from brorl_lib.core.artifacts import read_record
 from brorl_lib.core.hashing import input_hashes, sha256_file
 from brorl_lib.core.notebook_noise import strip_noise
@@ -60,25 +61,62 @@ def _load_state() -> dict:
     return state if isinstance(state, dict) else {}
 
 
-def _state_key(out_dir: Path, name: str) -> str:
-    return f"{Path(out_dir).resolve()}::{name}"
+@dataclass(frozen=True)
+class Look:
+    """How a run draws its figures: a style (``core.styles``) and the formats to write."""
+
+    style: styles.FigureStyle = styles.PAPER
+    formats: tuple[str, ...] = styles.FORMATS
+
+    @property
+    def is_default(self) -> bool:
+        return self.style.is_default and self.formats == styles.FORMATS
+
+    @property
+    def key(self) -> str:
+        """Part of a run's identity: the same inputs in another look are another run."""
+        return "" if self.is_default else f"::style={self.style.label}::formats={','.join(self.formats)}"
 
 
-def is_current(plan: Plan, out_dir: Path, hashes: dict[str, str]) -> bool:
-    """The last successful run here had the same inputs, and its files are all intact."""
-    if _load_state().get(_state_key(out_dir, plan.spec.name)) != hashes["input"]:
+DEFAULT_LOOK = Look()
+
+
+def check_look(look: Look, out_dir: Path, flag: str = "--style") -> None:
+    """A styled run, or one with SVG files, never writes into figures/ (its committed paper style and manifest)."""
+    if look.is_default:
+        return
+    out = Path(out_dir).resolve()
+    figures = FIGURES_DIR.resolve()
+    if out == figures or out.is_relative_to(figures):
+        raise ValueError(
+            f"{flag} writes into --out DIR, never figures/ (it keeps the paper style its manifest checks): "
+            "add --out DIR, e.g. --out build/styled"
+        )
+
+
+def _state_key(out_dir: Path, name: str, look: Look = DEFAULT_LOOK) -> str:
+    return f"{Path(out_dir).resolve()}::{name}{look.key}"
+
+
+def is_current(plan: Plan, out_dir: Path, hashes: dict[str, str], look: Look = DEFAULT_LOOK) -> bool:
+    """The last successful run here had the same inputs and look, and its files are all intact."""
+    if _load_state().get(_state_key(out_dir, plan.spec.name, look)) != hashes["input"]:
         return False
     entries = manifest.load(out_dir)["artifacts"]
     mine = {f: e for f, e in entries.items() if e["notebook"] == plan.spec.name}
+    style = None if look.style.is_default else look.style.label
     return bool(mine) and all(
-        manifest.file_problem(out_dir, f, e) is None and e["input_hash"] == hashes["input"] for f, e in mine.items()
+        manifest.file_problem(out_dir, f, e) is None
+        and e["input_hash"] == hashes["input"]
+        and (e.get("style") == style or not f.endswith(("pdf", "png", "svg")))
+        for f, e in mine.items()
     )
 
 
 def _kernel_env() -> dict[str, str]:
     """Environment for papermill's kernel: inline figures (no forced backend), fixed hash seed, explore cells
     static (their committed output is one fixed line)."""
-    drop = {OUTPUT_DIR_ENV, "MPLBACKEND"}
+    drop = {OUTPUT_DIR_ENV, "MPLBACKEND", styles.STYLE_ENV, styles.FORMATS_ENV, variants.PROFILE_ENV}
     return {**{k: v for k, v in os.environ.items() if k not in drop}, "PYTHONHASHSEED": "0", INTERACTIVE_ENV: "0"}
 
 
@@ -103,7 +141,7 @@ def _failure_message(name: str, executed: Path) -> str:
     return f"notebook {name} failed; executed copy: {executed}"
 
 
-def _execute(plan: Plan, staging: Path, executed: Path, log_output: bool) -> int:
+def _execute(plan: Plan, staging: Path, executed: Path, log_output: bool, look: Look = DEFAULT_LOOK) -> int:
     """papermill (``core.execute``) in a child process group, killed whole on timeout; returns its exit code."""
     params_file = staging / "parameters.yaml"
     params_file.write_text(yaml.safe_dump(plan.parameters))
@@ -120,7 +158,9 @@ def _execute(plan: Plan, staging: Path, executed: Path, log_output: bool) -> int
     ]
     if log_output:
         cmd.append("--log-output")
-    env = {**_kernel_env(), OUTPUT_DIR_ENV: str(staging)}
+    env = {**_kernel_env(), OUTPUT_DIR_ENV: str(staging), variants.PROFILE_ENV: plan.profile}
+    env[styles.STYLE_ENV] = look.style.path or look.style.name
+    env[styles.FORMATS_ENV] = ",".join(look.formats)
     proc = subprocess.Popen(cmd, env=env, start_new_session=True)
     try:
         rc = proc.wait(timeout=plan.timeout_s)
@@ -162,17 +202,21 @@ def _log(plan: Plan, out_dir: Path, hashes: dict, result: RunResult | None, erro
     run_log.append(entry, BUILD_DIR / run_log.RUN_LOG.name)
 
 
-def run_notebook(plan: Plan, out_dir: Path = FIGURES_DIR, force: bool = False, log_output: bool = True) -> RunResult:
-    """Execute one planned notebook unless its inputs are unchanged since its last success here.
+def run_notebook(
+    plan: Plan, out_dir: Path = FIGURES_DIR, force: bool = False, log_output: bool = True, look: Look = DEFAULT_LOOK
+) -> RunResult:
+    """Execute one planned notebook unless its inputs (and ``look``) are unchanged since its last success here.
 
     ``manifest.ManifestError`` (naming the file and the fix) if the output folder's manifest is unreadable:
-    ``set_aside_damaged_manifest`` first to rebuild it from the runs that follow.
+    ``set_aside_damaged_manifest`` first to rebuild it from the runs that follow. A ``look`` other than the
+    paper style's PDF and PNG is refused for figures/ (``check_look``).
     """
     name = plan.spec.name
     out_dir = Path(out_dir)
+    check_look(look, out_dir)
     hashes = input_hashes(plan.spec, plan.parameters)
     man = manifest.load(out_dir)  # an unreadable manifest stops the run here, before any work
-    if not force and is_current(plan, out_dir, hashes):
+    if not force and is_current(plan, out_dir, hashes, look):
         result = RunResult(name, "skipped", 0.0, tuple(manifest.files_of(man, name)))
         _log(plan, out_dir, hashes, result)
         return result
@@ -184,7 +228,7 @@ def run_notebook(plan: Plan, out_dir: Path = FIGURES_DIR, force: bool = False, l
     executed_dir.mkdir(parents=True, exist_ok=True)
     partial = executed_dir / f"{name}.partial.ipynb"
     start = time.perf_counter()
-    if _execute(plan, staging, partial, log_output) != 0:
+    if _execute(plan, staging, partial, log_output, look) != 0:
         failed = executed_dir / f"{name}.failed.ipynb"
         if partial.exists():
             os.replace(partial, failed)
@@ -209,6 +253,7 @@ def run_notebook(plan: Plan, out_dir: Path = FIGURES_DIR, force: bool = False, l
                 "input_hash": hashes["input"],
                 "inputs": {k: v for k, v in hashes.items() if k != "input"},
                 "sha256": sha256_file(staging / fname),
+                **{k: record[k] for k in ("variant", "basis", "style") if k in record},
             }
     new = tuple(sorted(f for f in entries if not (out_dir / f).is_file()))
     changed = tuple(sorted(f for f in entries if f not in new and sha256_file(out_dir / f) != entries[f]["sha256"]))
@@ -222,7 +267,7 @@ def run_notebook(plan: Plan, out_dir: Path = FIGURES_DIR, force: bool = False, l
     manifest.save(out_dir, man)
 
     state = _load_state()
-    state[_state_key(out_dir, name)] = hashes["input"]
+    state[_state_key(out_dir, name, look)] = hashes["input"]
     atomic.write_text(STATE_FILE, json.dumps(state, indent=2, sort_keys=True))
     shutil.rmtree(staging, ignore_errors=True)
     result = RunResult(name, "ran", wall, tuple(sorted(entries)), changed, new, removed)

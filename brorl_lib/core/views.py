@@ -1,8 +1,9 @@
-"""Save what you see: an explored figure in the publication style, with its provenance and parameters.
+"""Save what you see: an explored figure in the style it was drawn in, with its provenance and parameters.
 
-``save_view`` writes ``name``.pdf and ``name``.png (fixed metadata: the same figure gives the same bytes)
-and ``name``.json beside them (caption with the provenance class, the parameters). It never writes into
-``figures/``, which only the pipeline fills.
+``save_view`` writes ``name``.pdf and ``name``.png (and ``name``.svg on request; fixed metadata: the same
+figure gives the same bytes) and ``name``.json beside them (caption with the provenance class, a variant's
+changed parameters, the parameters, the style). It never writes into ``figures/``, which only the pipeline
+fills. An explorer's *Save figure* re-draws the figure in the style chosen beside it (``core.live``).
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from pathlib import Path
 
 import matplotlib as mpl
 
-from brorl_lib.core import atomic
-from brorl_lib.core.artifacts import check_artifact
+from brorl_lib.core import atomic, styles, variants
+from brorl_lib.core.artifacts import check_artifact, class_text
 from brorl_lib.core.paths import BUILD_DIR, FIGURES_DIR, REPO_ROOT
-from brorl_lib.core.plotting import stamp_provenance
+from brorl_lib.core.plotting import fit_texts, stamp_provenance, style_of, write_figure
 
 DEFAULT_VIEWS_DIR = BUILD_DIR / "views"
 
@@ -58,24 +59,42 @@ def save_view(
     parameters: Mapping[str, object],
     name: str = "view",
     caption: str = "",
+    basis: str = "",
+    config=None,
+    formats: tuple[str, ...] = styles.FORMATS,
 ) -> list[Path]:
-    """Write ``name``.pdf, .png and .json into ``folder`` (relative: from the repository root); returns them.
+    """Write ``name``.pdf, .png (.svg when ``formats`` has it) and .json into ``folder`` (relative: from the
+    repository root); returns them.
 
-    The provenance class is stamped on the figure and ends the caption; the parameters go into the
-    JSON sidecar and the PDF's and PNG's metadata."""
-    check_artifact(name, provenance)
+    The provenance class is stamped on the figure and ends the caption; made with a ``config`` (default: the
+    notebook run's) other than its profile's, a ``reproduced`` or ``scaled-down`` figure is a ``variant``
+    (``core.variants``). The parameters go into the JSON sidecar and the files' metadata, with the style the
+    figure was drawn in."""
+    check_artifact(name, provenance, basis)
+    formats = styles.check_formats(formats, "formats")
     out = views_folder(folder)
+    provenance, changed = variants.classify(provenance, config)
     params = _json_value(dict(parameters))
     params_text = json.dumps(params, sort_keys=True, ensure_ascii=False)
-    full_caption = f"{caption.strip()} [{provenance}]".strip()
-    stamp_provenance(fig, provenance)
-    pdf_meta = {"CreationDate": None, "ModDate": None, "Creator": "brorl_lib", "Subject": full_caption}
-    pdf_meta["Keywords"] = params_text
-    png_meta = {"Software": None, "Description": full_caption, "Comment": params_text}
+    said = class_text(provenance, changed, basis) if (changed or basis) else provenance
+    full_caption = f"{caption.strip()} [{said}]".strip()
+    stamp_provenance(fig, provenance, changed)
+    style = style_of(fig)
+    if not style.is_default:
+        fit_texts(fig)
+    extra = {
+        "pdf": {"Subject": full_caption, "Keywords": params_text},
+        "png": {"Description": full_caption, "Comment": params_text},
+        "svg": {"Description": full_caption, "Keywords": params_text},
+    }
     out.mkdir(parents=True, exist_ok=True)
-    files = [out / f"{name}.pdf", out / f"{name}.png", out / f"{name}.json"]
-    atomic.write_with(files[0], lambda t: fig.savefig(t, format="pdf", metadata=pdf_meta))
-    atomic.write_with(files[1], lambda t: fig.savefig(t, format="png", metadata=png_meta))
+    files = write_figure(fig, out / name, formats, extra)
     record = {"name": name, "provenance": provenance, "caption": full_caption, "parameters": params}
-    atomic.write_text(files[2], json.dumps(record, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
-    return files
+    record["style"] = style.label
+    if changed:
+        record["variant"] = _json_value(changed)
+    if basis:
+        record["basis"] = basis
+    sidecar = out / f"{name}.json"
+    atomic.write_text(sidecar, json.dumps(record, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    return [*files, sidecar]

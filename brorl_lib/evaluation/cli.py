@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         p.error(str(e))
     from brorl_lib.evaluation.backends import make_backend
-    from brorl_lib.evaluation.metrics import benchmark_scores, column_scores
+    from brorl_lib.evaluation.metrics import AVERAGES, benchmark_scores, column_scores, format_domain_averages
     from brorl_lib.evaluation.run import evaluate
 
     kwargs = dict(
@@ -213,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         p.error(str(e))
     print(benchmark_scores(results, args.k).to_string(index=False, float_format="{:.4f}".format))
-    print(column_scores(results).to_string(index=False, float_format="{:.4f}".format))
+    columns = column_scores(results).drop(columns=list(AVERAGES))  # averages below, each with why it is missing
+    print(columns.to_string(index=False, float_format="{:.4f}".format))
+    print(format_domain_averages(results))
     print(f"per-instance results: {args.out / label}")
     return 0

@@ -18,6 +18,8 @@ Code are the unweighted means of their benchmark columns (NaN unless every colum
 Reasoning Gym average is not the mean of its eleven category columns; the ProRL-consistent reading is
 the mean over tasks, which is ``rg_avg`` here (each task weighted equally, every task having the same
 number of instances); ``rg_category_mean`` (the unweighted mean of the category columns) is reported beside it.
+A missing average is never shown as a bare NaN: ``domain_averages`` and ``format_domain_averages`` say
+why it is missing (``average_gap``: the benchmarks it still needs, or those not evaluated to the end).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from brorl_lib.paper.reported import CODE_COLUMNS, MATH_COLUMNS, RG_COLUMNS
 
 TABLE_METRIC = {"math": "score", "code": "correct", "reasoning_gym": "score"}
 INSTANCE_KEYS = ["checkpoint", "benchmark", "domain", "task", "instance_id"]
+AVERAGES = {"math_avg": "math", "code_avg": "code", "rg_avg": "reasoning_gym", "rg_category_mean": "reasoning_gym"}
 
 
 def instance_scores(results: pd.DataFrame) -> pd.DataFrame:
@@ -125,6 +128,61 @@ def column_scores(results: pd.DataFrame, complete: Mapping[str, Collection[str]]
         row["rg_category_mean"] = float(np.mean(cats)) if complete_rg else np.nan
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def average_gap(domain: str, evaluated: Collection[str], complete: Collection[str] | None = None) -> str | None:
+    """Why ``domain``'s average cannot be computed from these benchmarks, or None when it can.
+
+    ``evaluated``: the benchmarks with results; ``complete``: those evaluated to their last instance
+    (None: all of ``evaluated``). "not run: needs ..." names the benchmarks of the domain without results;
+    "incomplete: ..." those with results that stop before their last instance."""
+    if domain not in DOMAINS:
+        raise ValueError(f"domain={domain!r} is not allowed: choose from {list(DOMAINS)}")
+    needed = GROUPS[domain]
+    missing = [b for b in needed if b not in set(evaluated)]
+    if missing:
+        return f"not run: needs {', '.join(missing)}"
+    if complete is not None:
+        unfinished = [b for b in needed if b not in set(complete)]
+        if unfinished:
+            return f"incomplete: {', '.join(unfinished)} not evaluated to the last instance (resume the run)"
+    return None
+
+
+def domain_averages(results: pd.DataFrame, complete: Mapping[str, Collection[str]] | None = None) -> pd.DataFrame:
+    """One row per (checkpoint, average of ``AVERAGES``): ``value`` (a fraction, NaN when it cannot be
+    computed, as in ``column_scores``) and ``note``, empty beside a value, else why it is missing
+    (``average_gap``)."""
+    scores = column_scores(results, complete)
+    rows = []
+    for _, s in scores.iterrows():
+        ckpt = s["checkpoint"]
+        evaluated = set(results.loc[results["checkpoint"] == ckpt, "benchmark"])
+        done = set(complete.get(ckpt, ())) if complete is not None else None
+        for avg, domain in AVERAGES.items():
+            value = float(s[avg])
+            note = "" if not np.isnan(value) else average_gap(domain, evaluated, done) or "not computed"
+            rows.append({"checkpoint": ckpt, "average": avg, "value": value, "note": note})
+    return pd.DataFrame(rows, columns=["checkpoint", "average", "value", "note"])
+
+
+def format_domain_averages(
+    results: pd.DataFrame, complete: Mapping[str, Collection[str]] | None = None, digits: int = 4
+) -> str:
+    """The domain averages as text, a few lines per checkpoint: each value, or why it is missing
+    (averages missing for the same reason share a line); never a bare NaN."""
+    lines = []
+    table = domain_averages(results, complete)
+    for ckpt, grp in table.groupby("checkpoint", sort=False):
+        lines.append(f"domain averages of {ckpt}:")
+        notes: dict[str, list[str]] = {}
+        for _, r in grp.iterrows():
+            if r["note"]:
+                notes.setdefault(r["note"], []).append(r["average"])
+            else:
+                lines.append(f"  {r['average']}: {r['value']:.{digits}f}")
+        lines += [f"  {', '.join(names)}: {note}" for note, names in notes.items()]
+    return "\n".join(lines)
 
 
 def paired_comparison(

@@ -13,7 +13,7 @@ import pandas as pd
 
 from brorl_lib.core.controls import ConfigControls
 from brorl_lib.core.live import LiveFigure, Progress
-from brorl_lib.core.plotting import ARM_COLOURS, PALETTE, new_figure
+from brorl_lib.core.plotting import ARM_COLOURS, PALETTE, new_figure, pt
 from brorl_lib.paper import dynamic_sampling as ds
 from brorl_lib.paper import plots as paper_plots
 from brorl_lib.paper import report as pr
@@ -47,7 +47,7 @@ def reported_bars(table_name: str, column: str) -> plt.Figure:
     pad = max(0.5, 0.15 * (hi - lo))
     ax.set_xlim(max(0.0, lo - pad), hi + pad)
     for yi, v in zip(y, table[column]):
-        ax.text(v, yi, f" {v:.2f}", va="center", fontsize=6)
+        ax.text(v, yi, f" {v:.2f}", va="center", fontsize=pt(6))
     ax.set_xlabel(pr.HEADERS.get(column, column))
     ax.set_title(f"{table_name}: {pr.HEADERS.get(column, column)} (reported)", loc="left")
     return fig
@@ -99,7 +99,7 @@ def pass_rate_explorer(cfg: pr.PaperTablesConfig) -> LiveFigure:
         fig.suptitle(
             f"Beta(a = {fit['a']:.3g}, b = {fit['b']:.3g}), degenerate share {params['degenerate_share']:.2f}; "
             f"worst miss {100 * fit['worst_miss']:.2f} points",
-            fontsize=8,
+            fontsize=pt(8),
         )
         return fig
 

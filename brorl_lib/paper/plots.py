@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from brorl_lib.core.plotting import ARM_COLOURS, PALETTE, new_figure
+from brorl_lib.core.plotting import ARM_COLOURS, PALETTE, new_figure, pt
 from brorl_lib.core.precision import rounded_inputs
 from brorl_lib.paper.setup import PAPER_FIG1_HOURS
 
@@ -21,7 +21,7 @@ def figure1(points: pd.DataFrame) -> plt.Figure:
             ax.plot(g["hours"], g["score"], "o-", ms=3.5, color=ARM_COLOURS[method], label=f"{method}")
             for h, s, st in zip(g["hours"], g["score"], g["steps"]):
                 if h > 0:
-                    ax.annotate(st, (h, s), xytext=(3, 3), textcoords="offset points", fontsize=5.5, color="0.3")
+                    ax.annotate(st, (h, s), xytext=(3, 3), textcoords="offset points", fontsize=pt(5.5), color="0.3")
         ax.axvline(PAPER_FIG1_HOURS, color="0.6", lw=0.6, ls=":")
         ax.set_xlabel("Training Time (hours)")
         ax.set_ylabel(f"{domain} Score")
@@ -43,7 +43,7 @@ def pass_rate(curves: pd.DataFrame, reported: dict[int, float]) -> plt.Figure:
     for ax in (ax_r, ax_w):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("rollouts per prompt N")
-        ax.legend(fontsize=6)
+        ax.legend(fontsize=pt(6))
     ax_w.set_yscale("log")
     ax_r.set_ylabel("dynamic-sampling pass rate (%)")
     ax_w.set_ylabel("samples discarded per kept sample")
@@ -72,7 +72,7 @@ def roofline_plot(
     ax_r.set_xlabel("arithmetic intensity (FLOPs / byte)")
     ax_r.set_ylabel("attainable TFLOP/s")
     ax_r.set_title(f"decode step at mid-response ({response_len} tokens)", loc="left")
-    ax_r.legend(fontsize=6)
+    ax_r.legend(fontsize=pt(6))
     for i, (shared, g) in enumerate(table.groupby("shared_prefix")):
         ax_t.plot(
             g["response_len"],
@@ -86,5 +86,5 @@ def roofline_plot(
     ax_t.set_xscale("log", base=2)
     ax_t.set_xlabel("response length (tokens)")
     ax_t.set_ylabel("predicted BroRL / ProRL samples/s")
-    ax_t.legend(fontsize=6)
+    ax_t.legend(fontsize=pt(6))
     return fig

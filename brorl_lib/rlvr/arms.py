@@ -1,13 +1,17 @@
 """The phase-2 arms of the laptop experiment, all at equal generated samples (paper §4.2.1, Table 1).
 
+Prompts per step count the batch *kept* after dynamic sampling, refilled until full (as the paper's 512 and
+128 and verl's ``data.train_batch_size``); generated samples, before the filter, are what the arms spend equally.
+
 * ProRL: N = 16, P prompts per step, learning rate eta0.
 * Every other N (BroRL is N = 512): P/4 prompts per step (the paper's 512 : 128) and the square-root rule
-  on samples per step, eta0 * sqrt(N * P/4 / (16 * P)); N = 512 gets eta0 * sqrt(8).
+  on the kept batch, eta0 * sqrt(N * P/4 / (16 * P)); N = 512 gets eta0 * sqrt(8).
 * Ablation ("no lr rule"): the same N and prompts at eta0.
 * Batch-size control (ours; the paper has none): N = 16 with as many samples per step as the largest N,
   so 8P prompts for N = 512, at that arm's learning rate. It separates "more rollouts per prompt" from
   "a bigger batch".
-* Learning-rate pilot: ProRL and the largest-N arm at multiples of their rule's learning rate, one seed.
+* Learning-rate grid: ProRL and the largest-N arm at multiples of their rule's learning rate on the first seed;
+  the best on the validation split is then run under every seed ("best against best").
 """
 
 from __future__ import annotations
@@ -135,12 +139,18 @@ def pilot_arms(design: ArmDesign) -> list[Arm]:
     ]
 
 
-def check_equal_samples(arms: list[Arm], sample_budget: int) -> None:
-    """Every arm spends exactly ``sample_budget`` generated samples in whole steps."""
-    check_int("sample_budget", sample_budget, low=1)
-    for a in arms:
-        if sample_budget % a.samples_per_step:
-            raise ValueError(
-                f"sample_budget={sample_budget} breaks equal samples: it must be a multiple of every arm's samples "
-                f"per step; {a.label} takes {a.samples_per_step} ({a.n} x {a.prompts} prompts)"
-            )
+def check_budgets(arms: list[Arm], budgets: list[int]) -> None:
+    """Budgets of generated samples, strictly increasing, the first at least every arm's kept batch (so every
+    arm has taken a step by the first)."""
+    if not budgets:
+        raise ValueError("budgets is empty: give at least one sample budget")
+    for b in budgets:
+        check_int("budgets item", b, low=1)
+    if any(b2 <= b1 for b1, b2 in zip(budgets, budgets[1:])):
+        raise ValueError(f"budgets={list(budgets)} is not allowed: give them in strictly increasing order")
+    widest = max(arms, key=lambda a: a.samples_per_step)
+    if budgets[0] < widest.samples_per_step:
+        raise ValueError(
+            f"budgets={list(budgets)} is not allowed: the first must be at least {widest.samples_per_step}, the kept "
+            f"batch of {widest.label} ({widest.n} x {widest.prompts} prompts)"
+        )

@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from brorl_lib.core.plotting import PALETTE, new_figure
+from brorl_lib.core.plotting import PALETTE, new_figure, pt
 from brorl_lib.core.precision import rounded_inputs
 
 ROLE_STYLE = {"paper": "-", "dose": "-.", "ablation": "--", "control": ":", "pilot": (0, (1, 2))}
@@ -25,33 +25,110 @@ def _arm_line(ax: plt.Axes, x, y, arm, colour: str) -> None:
 def _legend(fig: plt.Figure, ax: plt.Axes, title: str = "arm") -> None:
     """One legend for the figure, outside the panels on the right."""
     handles, labels = ax.get_legend_handles_labels()
-    fig.legend(handles, labels, title=title, fontsize=6, loc="outside right center")
+    fig.legend(handles, labels, title=title, fontsize=pt(6), loc="outside right center")
 
 
 @rounded_inputs
 def phase1(curve: pd.DataFrame) -> plt.Figure:
-    """Phase 1: held-out pass@1 from the warm start to the plateau, with a 95% band (1.96 standard errors)."""
+    """Phase 1 of each plateau: held-out pass@1 from the warm start to the plateau with a 95% band (1.96
+    standard errors), the smoothed series the plateau test reads, and where it ended."""
     fig, ax = new_figure("column")
-    ax.plot(curve["step"], curve["pass1"], color=PALETTE[1], marker="o", ms=2, lw=1.1, label="ProRL N=16")
-    ax.fill_between(
-        curve["step"],
-        curve["pass1"] - 1.96 * curve["se"],
-        curve["pass1"] + 1.96 * curve["se"],
-        color=PALETTE[1],
-        alpha=0.15,
-        lw=0,
-    )
-    end = curve[curve.plateau == 1]
-    ax.axvline(end["step"].iloc[0], color="0.5", lw=0.7, ls="--")
-    ax.annotate(
-        "plateau",
-        (end["step"].iloc[0], end["pass1"].iloc[0]),
-        xytext=(-30, -18),
-        textcoords="offset points",
-        fontsize=6,
-    )
+    for colour, (seed, g) in zip(PALETTE[1:], curve.groupby("plateau_seed", sort=True)):
+        ax.plot(g["step"], g["pass1"], color=colour, marker="o", ms=1.5, lw=0.6, alpha=0.6)
+        ax.fill_between(
+            g["step"], g["pass1"] - 1.96 * g["se"], g["pass1"] + 1.96 * g["se"], color=colour, alpha=0.12, lw=0
+        )
+        ax.plot(g["step"], g["smoothed"], color=colour, lw=1.4, label=f"plateau {seed}: smoothed")
+        end = g[g.plateau == 1]
+        if len(end):
+            ax.axvline(end["step"].iloc[0], color=colour, lw=0.7, ls="--")
     ax.set_xlabel("Phase-1 step (step 0: warm start)")
     ax.set_ylabel("Held-out pass@1")
+    ax.legend(fontsize=pt(5.5), loc="lower right")
+    return fig
+
+
+@rounded_inputs
+def screen(table: pd.DataFrame, pass1_range: tuple[float, float], min_low_q: float) -> plt.Figure:
+    """The regime screen: each candidate's plateau pass@1 against its low-q share; the region that qualifies
+    shaded, the chosen candidate ringed, filled markers where Theorem 1's change at N=16 is sometimes negative."""
+    fig, ax = new_figure("column")
+    ax.axvspan(*pass1_range, ymin=0, ymax=1, color=PALETTE[2], alpha=0.08, lw=0)
+    ax.axhline(min_low_q, color="0.5", lw=0.7, ls="--")
+    for colour, row in zip(PALETTE, table.itertuples(index=False)):
+        face = colour if row.share_negative_n16 > 0 else "white"
+        ax.scatter(row.plateau_pass1, row.low_q_share, s=18, color=face, edgecolor=colour, lw=1, label=row.candidate)
+        if row.chosen:
+            ax.scatter(row.plateau_pass1, row.low_q_share, s=70, facecolor="none", edgecolor="0.2", lw=0.8)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("Plateau held-out pass@1")
+    ax.set_ylabel("Share of prompts with 0 < q < 1/16")
+    ax.legend(fontsize=pt(5), loc="upper right")
+    return fig
+
+
+@rounded_inputs
+def delta_vs_budget(verdict: pd.DataFrame) -> plt.Figure:
+    """Each arm's difference in held-out pass@1 to ProRL against the sample budget, one panel per plateau, with
+    95% intervals across seeds (the last budget is the verdict's endpoint)."""
+    rows = verdict[(verdict.arm != "N16") & verdict.delta_vs_prorl.notna()]
+    plateaus = sorted(rows["plateau"].unique())
+    fig, axes = new_figure("full", aspect=0.3, ncols=max(1, len(plateaus)), squeeze=False)
+    for ax, p in zip(axes[0], plateaus):
+        ax.axhline(0, color="0.5", lw=0.7)
+        g = rows[rows.plateau == p]
+        for colour, ((label, comparison), h) in zip(PALETTE, g.groupby(["label", "comparison"], sort=False)):
+            h = h.sort_values("budget")
+            err = [h["delta_vs_prorl"] - h["ci_low"], h["ci_high"] - h["delta_vs_prorl"]]
+            name = label if comparison == "rule lr" else f"{label} (best lr vs best lr)"
+            ax.errorbar(
+                h["budget"],
+                h["delta_vs_prorl"],
+                yerr=err,
+                color=colour,
+                marker="o",
+                ms=2.5,
+                lw=1.0,
+                capsize=2,
+                label=name,
+            )
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"plateau {p}", loc="left")
+        ax.set_xlabel("Generated samples in phase 2")
+    axes[0][0].set_ylabel(r"$\Delta$ held-out pass@1 vs ProRL")
+    _legend(fig, axes[0][0])
+    return fig
+
+
+@rounded_inputs
+def bands(table: pd.DataFrame) -> plt.Figure:
+    """Difference to ProRL within each plateau pass@1 band at the endpoint, 95% intervals across seeds."""
+    fig, ax = new_figure("column")
+    ax.axhline(0, color="0.5", lw=0.7)
+    order = list(dict.fromkeys(table["band"]))
+    arms = [a for a in dict.fromkeys(table["arm"]) if a != "N16"]
+    width = 0.8 / max(1, len(arms))
+    for k, (colour, arm) in enumerate(zip(PALETTE[1:], arms)):
+        g = table[table.arm == arm].set_index("band").reindex(order)
+        x = np.arange(len(order)) + (k - (len(arms) - 1) / 2) * width
+        err = [g["delta_vs_prorl"] - g["ci_low"], g["ci_high"] - g["delta_vs_prorl"]]
+        ax.errorbar(
+            x,
+            g["delta_vs_prorl"],
+            yerr=err,
+            color=colour,
+            marker="o",
+            ms=3,
+            ls="none",
+            capsize=2,
+            label=g["label"].dropna().iloc[0],
+        )
+    counts = table.drop_duplicates("band").set_index("band").reindex(order)["instances"]
+    ax.set_xticks(np.arange(len(order)), [f"{b}\n(n={int(n)})" for b, n in zip(order, counts)], fontsize=pt(5.5))
+    ax.set_xlabel("Plateau pass@1 band of the held-out instance")
+    ax.set_ylabel(r"$\Delta$ pass@1 vs ProRL")
+    ax.legend(fontsize=pt(5.5), loc="best")
     return fig
 
 
@@ -116,7 +193,7 @@ def dose_response(verdict: pd.DataFrame) -> plt.Figure:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("N (rollouts per prompt), equal generated samples")
     ax.set_ylabel(r"$\Delta$ held-out pass@1 vs ProRL N=16")
-    ax.legend(fontsize=5.5, loc="best")
+    ax.legend(fontsize=pt(5.5), loc="best")
     return fig
 
 
@@ -134,26 +211,30 @@ def passk(curves: pd.DataFrame, arms: pd.DataFrame) -> plt.Figure:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("k")
     ax.set_ylabel("pass@k on hard held-out instances")
-    ax.legend(fontsize=5.5, loc="lower right")
+    ax.legend(fontsize=pt(5.5), loc="lower right")
     return fig
 
 
 @rounded_inputs
-def lr_pilot(table: pd.DataFrame) -> plt.Figure:
-    """Final held-out pass@1 against the learning-rate factor of each rule (one seed)."""
+def lr_grid(table: pd.DataFrame) -> plt.Figure:
+    """Validation (solid, where the choice is made) and held-out (dashed) pass@1 at the last budget against the
+    learning-rate factor of each rule (first seed); the chosen factor ringed."""
     fig, ax = new_figure("column")
     for colour, (family, g) in zip(PALETTE, table.groupby("family", sort=False)):
-        ax.plot(g["lr_factor"], g["pass1"], color=colour, marker="o", ms=3, lw=1.1, label=family)
+        ax.plot(g["lr_factor"], g["val_pass1"], color=colour, marker="o", ms=3, lw=1.1, label=f"{family}, validation")
+        ax.plot(g["lr_factor"], g["pass1"], color=colour, ls="--", lw=0.9, label=f"{family}, held-out test")
+        pick = g[g.chosen]
+        ax.scatter(pick["lr_factor"], pick["val_pass1"], s=50, facecolor="none", edgecolor="0.2", lw=0.8)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("learning rate / the rule's learning rate")
-    ax.set_ylabel("Final held-out pass@1 (one seed)")
-    ax.legend(fontsize=6)
+    ax.set_ylabel("pass@1 at the last budget (one seed)")
+    ax.legend(fontsize=pt(5.5))
     return fig
 
 
 @rounded_inputs
 def figure4(curves: pd.DataFrame, arms: pd.DataFrame) -> plt.Figure:
-    """Held-out pass@1 per word-length stratum against generated samples, one panel per stratum."""
+    """Held-out pass@1 per stratum (task, or answer length) against generated samples, one panel per stratum."""
     strata = list(dict.fromkeys(curves["stratum"]))
     fig, axes = new_figure("full", aspect=0.3, ncols=len(strata), squeeze=False)
     colours = arm_colours(arms["arm"].tolist())
@@ -176,7 +257,7 @@ def shrinkage(table: pd.DataFrame) -> plt.Figure:
     x = np.arange(len(table))
     for ax, col, title in zip(axes, ("dropped_pct", "improved_pct"), ("Fell below the plateau", "Rose above it")):
         ax.bar(x, table[col], color=[colours[a] for a in table["arm"]])
-        ax.set_xticks(x, table["label"], rotation=30, ha="right", fontsize=5.5)
+        ax.set_xticks(x, table["label"], rotation=30, ha="right", fontsize=pt(5.5))
         ax.set_title(title, loc="left")
     axes[0].set_ylabel("% of held-out instances")
     return fig

@@ -53,17 +53,29 @@ class ArmSettings:
     prompts_per_step: int
     lr: float
     sample_budget: int  # stop once this many samples have been generated
-    eval_every: int  # steps between held-out evaluations
+    eval_every: int  # steps between held-out evaluations (0: only at eval_budgets and the end)
     checkpoint_every: int  # steps between checkpoints
     seed: int
+    eval_budgets: tuple[int, ...] = ()  # also evaluate at the first step whose generated samples reach each
 
     def __post_init__(self) -> None:
         check_int("prompts_per_step", self.prompts_per_step, low=1)
         check_positive("lr", self.lr)
         check_int("sample_budget", self.sample_budget, low=1)
-        check_int("eval_every", self.eval_every, low=1)
+        check_int("eval_every", self.eval_every, low=0)
         check_int("checkpoint_every", self.checkpoint_every, low=1)
         check_int("seed", self.seed, low=0)
+        for b in self.eval_budgets:
+            check_int("eval_budgets item", b, low=1, high=self.sample_budget)
+
+    def evaluates(self, step: int, before: int, after: int) -> bool:
+        """Whether the step that took the generated samples from ``before`` to ``after`` ends with an evaluation."""
+        if after >= self.sample_budget or (self.eval_every and step % self.eval_every == 0):
+            return True
+        return any(before < b <= after for b in self.eval_budgets)
+
+
+EVAL_ROWS = 65_536  # responses sampled at once in an evaluation (our bound on its memory)
 
 
 @torch.no_grad()
@@ -76,21 +88,29 @@ def correct_counts(
     seed: int,
     greedy: bool = False,
 ) -> np.ndarray:
-    """Per instance, how many of ``samples`` responses earn the binary reward (``greedy``: one response each)."""
+    """Per instance, how many of ``samples`` responses earn the binary reward (``greedy``: one response each);
+    instances are sampled in chunks of at most EVAL_ROWS responses, from one seeded generator."""
     model.eval()
-    r = generate(
-        model,
-        tokenizer,
-        [i.prompt for i in instances],
-        1 if greedy else samples,
-        protocol.max_new_tokens,
-        protocol.temperature,
-        torch.Generator().manual_seed(seed),
-        top_p=protocol.top_p,
-        greedy=greedy,
-    )
-    hits = np.array([reward(instances[g], t) for g, t in zip(r.group.tolist(), r.texts)])
-    return hits.reshape(len(instances), -1).sum(1).astype(np.int64)
+    per = 1 if greedy else samples
+    chunk = max(1, EVAL_ROWS // per)
+    generator = torch.Generator().manual_seed(seed)
+    out = []
+    for lo in range(0, len(instances), chunk):
+        part = instances[lo : lo + chunk]
+        r = generate(
+            model,
+            tokenizer,
+            [i.prompt for i in part],
+            per,
+            protocol.max_new_tokens,
+            protocol.temperature,
+            generator,
+            top_p=protocol.top_p,
+            greedy=greedy,
+        )
+        hits = np.array([reward(part[g], t) for g, t in zip(r.group.tolist(), r.texts)])
+        out.append(hits.reshape(len(part), -1).sum(1).astype(np.int64))
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
 
 def evaluate(
@@ -109,6 +129,18 @@ def standard_error(per_instance: np.ndarray) -> float:
     return float(per_instance.std(ddof=1) / np.sqrt(per_instance.size)) if per_instance.size > 1 else float("nan")
 
 
+def _held_out(policy, tokenizer, test, validation, protocol: EvalProtocol, seed: int, out_dir: Path, step: int) -> dict:
+    """Evaluate the held-out (and validation) instances, save the per-instance values, return the row's columns."""
+    held = evaluate(policy, tokenizer, test, protocol, seed)
+    np.save(out_dir / f"pass1_step{step}.npy", held)
+    out = {"pass1": float(held.mean()), "pass1_se": standard_error(held)}
+    if validation:
+        val = evaluate(policy, tokenizer, validation, protocol, seed + 1)  # draws apart from the test set's
+        np.save(out_dir / f"val_step{step}.npy", val)
+        out["val_pass1"] = float(val.mean())
+    return out
+
+
 def _save_checkpoint(folder: Path, model, tokenizer, optimizer, generator: torch.Generator, state: dict) -> None:
     """Written as a whole and swapped in: an interruption never leaves a half checkpoint."""
 
@@ -120,7 +152,7 @@ def _save_checkpoint(folder: Path, model, tokenizer, optimizer, generator: torch
     atomic.write_folder(folder, fill)
 
 
-def _recover_checkpoint(folder: Path) -> None:
+def recover_checkpoint(folder: Path) -> None:
     """Finish a checkpoint swap that an interruption cut short: the new copy (complete once its state.json
     exists, which is written last) or else the previous one takes the checkpoint's place."""
     if (folder / "state.json").exists():
@@ -145,19 +177,21 @@ def run_arm(
     max_steps: int | None = None,
     progress: bool = True,
     device: str = "cpu",
+    validation: list[LaptopInstance] | None = None,
 ) -> pd.DataFrame:
     """Train from the checkpoint at ``start`` (or resume from ``out_dir``); returns every step's metrics.
 
     A ``start`` that carries optimizer state (a phase-1 checkpoint) continues it, at this arm's learning rate;
     a warm start begins with a fresh AdamW. ``max_steps`` stops early (as an interruption would); calling again
     resumes where it stopped. Held-out pass@1 (and its standard error over instances) is measured at step 0,
-    every ``eval_every`` steps and at the end; the per-instance values are saved as ``pass1_step<k>.npy``.
+    every ``eval_every`` steps, at each of ``eval_budgets`` and at the end; the per-instance values are saved as
+    ``pass1_step<k>.npy``, and those of the ``validation`` instances (if any) as ``val_step<k>.npy``.
     """
     out_dir = Path(out_dir)
     if (out_dir / DONE).exists():
         return pd.read_csv(out_dir / METRICS)
     ckpt = out_dir / CHECKPOINT
-    _recover_checkpoint(ckpt)
+    recover_checkpoint(ckpt)
     resume = (ckpt / "state.json").exists()
     policy, tokenizer = tiny.load(ckpt if resume else start, device)
     reference = tiny.load(start, device)[0].eval() if settings.step.kl_coef > 0 else None
@@ -177,51 +211,60 @@ def run_arm(
             for group in optimizer.param_groups:
                 group["lr"] = settings.lr
         out_dir.mkdir(parents=True, exist_ok=True)
-        held = evaluate(policy, tokenizer, test, protocol, settings.seed)
-        np.save(out_dir / "pass1_step0.npy", held)
         rows.append(
             {
                 "step": 0,
                 "samples": 0,
+                "kept_samples": 0,
+                "rounds": 0,
+                "capped": 0,
                 "tokens": 0,
                 "elapsed_s": 0.0,
                 "generation_s": 0.0,
                 "reward_mean": np.nan,
                 "pass_rate": np.nan,
+                "grad_norm": np.nan,
                 "updates": 0,
-                "pass1": float(held.mean()),
-                "pass1_se": standard_error(held),
+                **_held_out(policy, tokenizer, test, validation, protocol, settings.seed, out_dir, 0),
             }
         )
     bar = tqdm(
         total=settings.sample_budget, initial=state["samples"], desc=settings.name, disable=not progress, unit="samples"
     )
     stop_at = None if max_steps is None else state["step"] + max_steps
+
+    def draw(k: int) -> list[LaptopInstance]:
+        return [train[i] for i in torch.randint(len(train), (k,), generator=generator).tolist()]
+
     while state["samples"] < settings.sample_budget and (stop_at is None or state["step"] < stop_at):
-        picks = torch.randint(len(train), (settings.prompts_per_step,), generator=generator).tolist()
-        m = rl_step(policy, tokenizer, optimizer, [train[i] for i in picks], settings.step, generator, reference)
+        m = rl_step(policy, tokenizer, optimizer, draw, settings.prompts_per_step, settings.step, generator, reference)
+        before = state["samples"]
         state["step"] += 1
         state["samples"] += m["samples"]
         row = {
             "step": state["step"],
             "samples": state["samples"],
+            "kept_samples": m["kept_samples"],
+            "rounds": m["rounds"],
+            "capped": m["capped"],
             "tokens": rows[-1]["tokens"] + m["tokens"],
             "elapsed_s": rows[-1]["elapsed_s"] + m["step_s"],
             "generation_s": m["generation_s"],
             "reward_mean": m["reward_mean"],
             "pass_rate": m["pass_rate"],
+            "grad_norm": m["grad_norm"],
             "updates": m["updates"],
             "pass1": np.nan,
             "pass1_se": np.nan,
         }
+        if validation:
+            row["val_pass1"] = np.nan
         done = state["samples"] >= settings.sample_budget
-        if state["step"] % settings.eval_every == 0 or done:
-            held = evaluate(policy, tokenizer, test, protocol, settings.seed)
-            row["pass1"], row["pass1_se"] = float(held.mean()), standard_error(held)
-            np.save(out_dir / f"pass1_step{state['step']}.npy", held)
+        if settings.evaluates(state["step"], before, state["samples"]):
+            row |= _held_out(policy, tokenizer, test, validation, protocol, settings.seed, out_dir, state["step"])
         rows.append(row)
         bar.update(m["samples"])
-        if state["step"] % settings.checkpoint_every == 0 or done:
+        if state["step"] % settings.checkpoint_every == 0 or done or not np.isnan(row["pass1"]):
             atomic.write_text(out_dir / METRICS, pd.DataFrame(rows).to_csv(index=False, lineterminator="\n"))
             _save_checkpoint(ckpt, policy, tokenizer, optimizer, generator, state)
     bar.close()

@@ -131,3 +131,28 @@ def generate(
     return Rollouts(
         prompt_ids, prompt_mask, response, response_mask, torch.stack(logps, 1) * response_mask, group, texts
     )
+
+
+def _pad_to(t: torch.Tensor, width: int, value: int, left: bool) -> torch.Tensor:
+    pad = t.new_full((t.shape[0], width - t.shape[1]), value)
+    return torch.cat([pad, t] if left else [t, pad], 1)
+
+
+def concat(parts: list[Rollouts], pad_id: int) -> Rollouts:
+    """Rollouts of several generation rounds as one batch: prompts left-padded and responses right-padded to the
+    longest, group ids kept apart (each part's groups after the previous part's)."""
+    lp = max(p.prompt_ids.shape[1] for p in parts)
+    lr = max(p.response_ids.shape[1] for p in parts)
+    offsets, groups = 0, []
+    for p in parts:
+        groups.append(p.group + offsets)
+        offsets += int(p.group.max()) + 1 if len(p.group) else 0
+    return Rollouts(
+        torch.cat([_pad_to(p.prompt_ids, lp, pad_id, True) for p in parts]),
+        torch.cat([_pad_to(p.prompt_mask, lp, 0, True) for p in parts]),
+        torch.cat([_pad_to(p.response_ids, lr, pad_id, False) for p in parts]),
+        torch.cat([_pad_to(p.response_mask, lr, 0, False) for p in parts]),
+        torch.cat([_pad_to(p.log_probs, lr, 0, False) for p in parts]),
+        torch.cat(groups),
+        [t for p in parts for t in p.texts],
+    )

@@ -1,10 +1,13 @@
 """One RL step: sample N rollouts per prompt, reward them with the verifiers (binary), drop all-equal
-groups, and take PPO-clip updates over a fixed number of mini-batches (paper §3.1, §4.2.1). The PPO ratio's
-old log-probs are the ones recorded while sampling (the same weights; no second forward pass)."""
+groups and refill (dynamic sampling: more rounds of prompts until the kept batch is full, at most
+``max_rounds``, as verl's ``algorithm.filter_groups``), then take PPO-clip updates over a fixed number of
+mini-batches (paper §3.1, §4.2.1). The PPO ratio's old log-probs are the ones recorded while sampling (the
+same weights; no second forward pass)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -12,7 +15,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 from brorl_lib.core.validation import check_int, check_positive
 from brorl_lib.rlvr import algorithm as alg
-from brorl_lib.rlvr.sampling import Rollouts, generate
+from brorl_lib.rlvr.sampling import Rollouts, concat, generate
 from brorl_lib.rlvr.tasks import LaptopInstance, reward
 
 
@@ -27,6 +30,7 @@ class StepSettings:
     kl_coef: float = 0.0  # optional KL to a reference policy
     advantage_estimator: str = "reinforce_plus_plus_baseline"
     grad_clip: float = 1.0  # verl's default actor.grad_clip
+    max_rounds: int = 1  # generation rounds per step (verl's max_num_gen_batches); 1: no refill
 
     def __post_init__(self) -> None:
         check_int("n_rollouts", self.n_rollouts, low=2)
@@ -34,6 +38,7 @@ class StepSettings:
         check_int("max_new_tokens", self.max_new_tokens, low=1)
         check_int("mini_batches", self.mini_batches, low=1)
         check_positive("grad_clip", self.grad_clip)
+        check_int("max_rounds", self.max_rounds, low=1)
 
 
 def _rows(r: Rollouts, idx: torch.Tensor) -> Rollouts:
@@ -48,20 +53,14 @@ def _rows(r: Rollouts, idx: torch.Tensor) -> Rollouts:
     )
 
 
-def rl_step(
+def _round(
     policy: PreTrainedModel,
     tokenizer: PreTrainedTokenizerFast,
-    optimizer: torch.optim.Optimizer,
     prompts: list[LaptopInstance],
     settings: StepSettings,
     generator: torch.Generator,
-    reference: PreTrainedModel | None = None,
-) -> dict[str, float]:
-    """Generate, score, filter and update; returns the step's metrics (rewards, pass rate, time, tokens)."""
-    if not prompts:
-        raise ValueError("rl_step needs at least one prompt")
-    t0 = time.perf_counter()
-    policy.eval()
+) -> tuple[Rollouts, torch.Tensor, torch.Tensor]:
+    """One generation round: the rollouts, their binary rewards, and which rows dynamic sampling keeps."""
     rollouts = generate(
         policy,
         tokenizer,
@@ -71,31 +70,73 @@ def rl_step(
         settings.temperature,
         generator,
     )
-    t_gen = time.perf_counter() - t0
     rewards = torch.tensor(
         [reward(prompts[g], text) for g, text in zip(rollouts.group.tolist(), rollouts.texts)],
         device=rollouts.group.device,
     )
-    keep = alg.dynamic_sampling(rewards, rollouts.group)
+    return rollouts, rewards, alg.dynamic_sampling(rewards, rollouts.group)
+
+
+def rl_step(
+    policy: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerFast,
+    optimizer: torch.optim.Optimizer,
+    draw: Callable[[int], list[LaptopInstance]],
+    prompts: int,
+    settings: StepSettings,
+    generator: torch.Generator,
+    reference: PreTrainedModel | None = None,
+) -> dict[str, float]:
+    """Generate rounds of ``prompts`` prompts (``draw(k)`` gives k training prompts) until ``prompts`` groups with
+    mixed rewards are kept or ``max_rounds`` is reached, keep the first ``prompts`` such groups, and update.
+
+    Returns the step's metrics: generated ``samples`` (every round, before the filter), ``kept_samples`` (the
+    trained batch), ``rounds``, ``capped`` (the cap stopped the refill with the batch not full), the reward mean
+    and pass rate (share of generated samples in mixed groups) over every round, the mean gradient norm before
+    clipping, time and response tokens generated."""
+    check_int("prompts", prompts, low=1)
+    t0 = time.perf_counter()
+    policy.eval()
+    parts, part_rewards, rounds, generated, tokens, reward_sum, mixed = [], [], 0, 0, 0, 0.0, 0
+    kept_groups = 0
+    while kept_groups < prompts and rounds < settings.max_rounds:
+        rollouts, rewards, keep = _round(policy, tokenizer, draw(prompts), settings, generator)
+        rounds += 1
+        generated += len(rewards)
+        tokens += rollouts.n_tokens
+        reward_sum += float(rewards.sum())
+        mixed += int(keep.sum())
+        groups = torch.unique(rollouts.group[keep])[: prompts - kept_groups]  # verl trims the batch to its size
+        rows = torch.nonzero(torch.isin(rollouts.group, groups)).squeeze(1)
+        if len(rows):
+            parts.append(_rows(rollouts, rows))
+            part_rewards.append(rewards[rows])
+            kept_groups += len(groups)
+    t_gen = time.perf_counter() - t0
     metrics = {
-        "reward_mean": float(rewards.mean()),
-        "pass_rate": alg.pass_rate(keep),
-        "samples": len(rewards),
-        "tokens": rollouts.n_tokens,
+        "reward_mean": reward_sum / generated,
+        "pass_rate": mixed / generated,
+        "samples": generated,
+        "kept_samples": sum(len(p.texts) for p in parts),
+        "rounds": rounds,
+        "capped": int(kept_groups < prompts),
+        "tokens": tokens,
         "generation_s": t_gen,
         "updates": 0,
+        "grad_norm": float("nan"),
     }
-    idx = torch.nonzero(keep).squeeze(1)
-    if len(idx) == 0:
+    if not parts:
         metrics["step_s"] = time.perf_counter() - t0
         return metrics
-    kept = _rows(rollouts, idx)
-    adv = alg.advantages(settings.advantage_estimator, rewards[idx], kept.response_mask, kept.group)
+    kept = concat(parts, tokenizer.pad_token_id)
+    kept_rewards = torch.cat(part_rewards)
+    adv = alg.advantages(settings.advantage_estimator, kept_rewards, kept.response_mask, kept.group)
     old_lp = kept.log_probs  # the sampling policy's own log-probs: the step starts on-policy
     with torch.no_grad():
         ref_lp = alg.response_log_probs(reference, kept, settings.temperature) if reference is not None else None
     policy.train()
-    order = torch.randperm(len(idx), generator=generator).to(idx.device)
+    norms = []
+    order = torch.randperm(len(kept.texts), generator=generator).to(kept.group.device)
     for chunk in torch.tensor_split(order, settings.mini_batches):
         if len(chunk) == 0:
             continue
@@ -114,8 +155,9 @@ def rl_step(
             loss = loss + settings.kl_coef * alg.kl_loss(lp, ref_lp[chunk], part.response_mask)
         optimizer.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), settings.grad_clip)
+        norms.append(float(torch.nn.utils.clip_grad_norm_(policy.parameters(), settings.grad_clip)))
         optimizer.step()
         metrics["updates"] += 1
+    metrics["grad_norm"] = sum(norms) / len(norms)
     metrics["step_s"] = time.perf_counter() - t0
     return metrics

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from brorl_lib.core.validation import check_choice, check_int
+from brorl_lib.rlvr.tokenizer import ALPHABET
 from brorl_lib.tasks.credit import passed
 from brorl_lib.tasks.generation import EntryRequest, generate
 from brorl_lib.tasks.verifiers import answer_score
@@ -120,9 +121,10 @@ def make_split(
 
 
 def _dedupe(items: list[LaptopInstance]) -> list[LaptopInstance]:
-    seen, out = set(), []
+    """Each prompt once; instances with a character outside the model's alphabet (e.g. "aërial") are dropped."""
+    seen, out, known = set(), [], set(ALPHABET)
     for i in items:
-        if i.prompt not in seen:
+        if i.prompt not in seen and set(i.prompt + i.answer) <= known:
             seen.add(i.prompt)
             out.append(i)
     return out

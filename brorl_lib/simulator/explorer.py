@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt
 
 from brorl_lib.core.controls import ConfigControls
 from brorl_lib.core.live import LiveFigure, Progress
+from brorl_lib.core.plotting import pt
 from brorl_lib.paper import setup as paper_setup
 from brorl_lib.simulator import plots as simulator_plots
 from brorl_lib.simulator import report as sr
@@ -50,7 +51,7 @@ def draw_figure3(cfg: sr.SimulatorConfig, progress: Progress) -> plt.Figure:
     progress.start(cfg.steps * batches, "steps")
     runs = simulate(cfg.settings(), cfg.rollouts, cfg.seeds, MAX_BATCH_ROWS, progress=False, on_step=progress.advance)
     fig = simulator_plots.figure3(runs)
-    fig.suptitle(f"V = {cfg.vocab_size:,}, {cfg.n_correct:,} correct, lr {cfg.lr:g}, {cfg.steps} steps", fontsize=8)
+    fig.suptitle(f"V = {cfg.vocab_size:,}, {cfg.n_correct:,} correct, lr {cfg.lr:g}, {cfg.steps} steps", fontsize=pt(8))
     return fig
 
 

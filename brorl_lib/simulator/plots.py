@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from brorl_lib.core.plotting import PALETTE, new_figure
+from brorl_lib.core.plotting import PALETTE, new_figure, pt
 from brorl_lib.core.precision import rounded_inputs
 
 PANELS = (
@@ -45,9 +45,9 @@ def figure3(runs: pd.DataFrame) -> plt.Figure:
         ax.set_xlabel("Steps")
         ax.set_ylabel(ylabel)
     axes[2].ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
-    axes[0].legend(title="n", ncols=1, fontsize=6)
+    axes[0].legend(title="n", ncols=1, fontsize=pt(6))
     if seeds > 1:
-        fig.suptitle(f"mean over {seeds} seeds; band: min to max", fontsize=7, x=0.99, ha="right")
+        fig.suptitle(f"mean over {seeds} seeds; band: min to max", fontsize=pt(7), x=0.99, ha="right")
     return fig
 
 
@@ -94,7 +94,7 @@ def theorem1_per_step(runs: pd.DataFrame, agreement: pd.DataFrame) -> plt.Figure
             "plain gradient step (Theorem 1's rule)" if rule == "theorem" else "paper's rule (centred, AdamW)",
             loc="left",
         )
-    axes[0].legend(fontsize=6, markerscale=2)
+    axes[0].legend(fontsize=pt(6), markerscale=2)
     paper = agreement[agreement["update_rule"] == "paper"]
     no_wd = agreement[agreement["update_rule"] == "paper, no weight decay"]
     x = np.arange(len(paper))
@@ -104,5 +104,5 @@ def theorem1_per_step(runs: pd.DataFrame, agreement: pd.DataFrame) -> plt.Figure
     axes[2].set_xticks(x, [str(n) for n in paper["N"]])
     axes[2].set_xlabel("rollouts N")
     axes[2].set_ylabel(r"% of steps with $\Delta Q_{pos} < 0$")
-    axes[2].legend(fontsize=6)
+    axes[2].legend(fontsize=pt(6))
     return fig

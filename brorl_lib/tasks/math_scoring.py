@@ -6,7 +6,7 @@ ProRL, whose recipe the paper continues, checked math with DeepScaleR's checker 
 settings of verl's own wrapper (gold: LaTeX of ``\\boxed{ground_truth}``;
 prediction: expressions and LaTeX). Before either scorer reads them, reference and response are read as
 follows (``answer_text``; our choices, checked against math-verify's own test cases in
-tests/data/math_verify_cases.jsonl, see README "Evaluation"):
+tests/data/math_verify_cases.json, see docs/evaluation.md#checked-against-data-written-by-others):
 
 * **the last boxed answer**: when the final region holds a ``\\boxed{}``, only the content of the last one is
   the answer (the paper's prompt asks for the final answer in ``\\boxed{}``; verl's MATH scorer, as

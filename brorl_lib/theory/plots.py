@@ -8,7 +8,7 @@ import pandas as pd
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.patches import Patch
 
-from brorl_lib.core.plotting import PALETTE, new_figure
+from brorl_lib.core.plotting import PALETTE, new_canvas, new_figure, panel_columns, pt
 from brorl_lib.core.precision import rounded_inputs
 from brorl_lib.paper import setup as paper_setup
 
@@ -26,12 +26,20 @@ RESOLVED_GAP = 1e-10  # step-size study: gaps drawn from 1e-10 of the change up 
 
 @rounded_inputs
 def figure2(tokens: pd.DataFrame, terms: pd.DataFrame, eta: float, n: int) -> plt.Figure:
-    """Figure 2 from a concrete batch: tokens by class, their first-order change, and the three terms."""
-    fig = plt.figure(figsize=(6.75, 3.0), layout="constrained")
-    grid = fig.add_gridspec(2, 2, width_ratios=(2.3, 1.0), height_ratios=(1.4, 1.0))
-    ax_p = fig.add_subplot(grid[0, 0])
-    ax_dp = fig.add_subplot(grid[1, 0], sharex=ax_p)
-    ax_t = fig.add_subplot(grid[:, 1])
+    """Figure 2 from a concrete batch: tokens by class, their first-order change, and the three terms (beside
+    them, or below them where the style's width has no room for two columns)."""
+    if panel_columns("full", 2) == 2:
+        fig = new_canvas("full", 3.0)
+        grid = fig.add_gridspec(2, 2, width_ratios=(2.3, 1.0), height_ratios=(1.4, 1.0))
+        ax_p = fig.add_subplot(grid[0, 0])
+        ax_dp = fig.add_subplot(grid[1, 0], sharex=ax_p)
+        ax_t = fig.add_subplot(grid[:, 1])
+    else:  # stacked: the terms below the batch
+        fig = new_canvas("full", 8.0)
+        grid = fig.add_gridspec(3, 1, height_ratios=(1.4, 1.0, 1.3))
+        ax_p = fig.add_subplot(grid[0])
+        ax_dp = fig.add_subplot(grid[1], sharex=ax_p)
+        ax_t = fig.add_subplot(grid[2])
     order = tokens.assign(rank=tokens["token_class"].map(CLASS_ORDER.index)).sort_values(
         ["rank", "p"], ascending=[True, False]
     )
@@ -64,7 +72,7 @@ def figure2(tokens: pd.DataFrame, terms: pd.DataFrame, eta: float, n: int) -> pl
         )
         for c in CLASS_ORDER
     ]
-    ax_p.legend(handles=handles, loc="upper right", fontsize=6)
+    ax_p.legend(handles=handles, loc="upper right", fontsize=pt(6))
     vals = terms.set_index("term")["value"] * scale
     names = list(TERM_LABELS)
     y = np.arange(len(names))[::-1]
@@ -75,7 +83,7 @@ def figure2(tokens: pd.DataFrame, terms: pd.DataFrame, eta: float, n: int) -> pl
         edgecolor=["none"] * 3 + ["0.1"],
     )
     ax_t.axvline(0, color="0.2", lw=0.6)
-    ax_t.set_yticks(y, [TERM_LABELS[k] for k in names], fontsize=6)
+    ax_t.set_yticks(y, [TERM_LABELS[k] for k in names], fontsize=pt(6))
     ax_t.set_xlabel(r"contribution to $\Delta Q_{pos}$, $\times N/\eta$")
     for yi, k in zip(y, names):
         ax_t.annotate(
@@ -85,7 +93,7 @@ def figure2(tokens: pd.DataFrame, terms: pd.DataFrame, eta: float, n: int) -> pl
             textcoords="offset points",
             ha="left",
             va="center",
-            fontsize=6,
+            fontsize=pt(6),
         )
     ax_t.margins(x=0.35)
     ax_t.grid(False)
@@ -137,7 +145,7 @@ def lemma2_corollary3(lemma: pd.DataFrame, curves: pd.DataFrame) -> plt.Figure:
     ax_l.set_yscale("log")
     ax_l.set_xlabel("rollouts N")
     ax_l.set_ylabel(r"$E[U_2(p)]$; lines: $p^2(1-p)^N$")
-    ax_l.legend(fontsize=6)
+    ax_l.legend(fontsize=pt(6))
     styles = {"all tokens": "-", "correct (U_pos,2)": "-", "incorrect (U_neg,2)": "--"}
     for i, ((dist, tokens), g) in enumerate(curves.groupby(["distribution", "tokens"], sort=False)):
         ax_c.loglog(
@@ -153,7 +161,7 @@ def lemma2_corollary3(lemma: pd.DataFrame, curves: pd.DataFrame) -> plt.Figure:
     ax_c.set_xlabel("rollouts N (dotted: Figure 3's N)")
     ax_c.set_ylabel(r"$\sum_i p_i^2(1-p_i)^N$")
     ax_c.set_title("V = 128,000", loc="left")
-    ax_c.legend(fontsize=6)
+    ax_c.legend(fontsize=pt(6))
     return fig
 
 
@@ -173,14 +181,14 @@ def sign_map(grid: pd.DataFrame, points: pd.DataFrame) -> plt.Figure:
         )
         if (z < 0).any():
             ax.contour(s, d, z, levels=[0.0], colors="k", linewidths=0.8)
-        pt = points[points["n_rollouts"] == n].iloc[0]
-        ax.plot(pt["s_r"], pt["u_diff"], "k*", ms=6)
+        star = points[points["n_rollouts"] == n].iloc[0]
+        ax.plot(star["s_r"], star["u_diff"], "k*", ms=6)
         ax.set_title(f"N = {n}: {100 * (z < 0).mean():.1f}% negative", loc="left")
         ax.set_xlabel("batch mood $S_R$")
         ax.grid(False)
         fig.colorbar(mesh, ax=ax, shrink=0.85, format="%.0e")
     np.atleast_1d(axes)[0].set_ylabel(r"$U_{pos,2} - U_{neg,2}$")
-    fig.suptitle(r"$(N/\eta)\,\Delta Q_{pos}$; black line: $\Delta Q_{pos}=0$; star: expected batch", fontsize=8)
+    fig.suptitle(r"$(N/\eta)\,\Delta Q_{pos}$; black line: $\Delta Q_{pos}=0$; star: expected batch", fontsize=pt(8))
     return fig
 
 

@@ -18,11 +18,11 @@ import pandas as pd
 from brorl_lib.core.controls import ConfigControls, powers_of_two
 from brorl_lib.core.live import LiveFigure, Progress
 from brorl_lib.core.paths import REPO_ROOT
-from brorl_lib.core.plotting import ARM_COLOURS, new_figure
+from brorl_lib.core.plotting import ARM_COLOURS, new_figure, pt
 from brorl_lib.verl_recipe import configs
 from brorl_lib.verl_recipe import report as vr
 
-PROVENANCE = "reproduced"  # as notebook 05's plan table: computed here, from Table 1's and Table 2's reported rows
+PROVENANCE = "estimate"  # as notebook 05's plan table: Table 1's and Table 2's reported rows, scaled (vr.PLAN_BASIS)
 
 
 def default_config():
@@ -53,12 +53,12 @@ def plan_figure(plan: pd.DataFrame) -> plt.Figure:
     ax_s.bar(x - 0.2, plan["kept_samples_per_step"], 0.4, color=colours, label="kept (N x prompts)")
     ax_s.bar(x + 0.2, plan["expected_samples_per_step"], 0.4, color=colours, alpha=0.45, label="generated (estimate)")
     ax_s.set_ylabel("samples per step")
-    ax_s.legend(fontsize=6)
+    ax_s.legend(fontsize=pt(6))
     ax_h.bar(x, plan["expected_hours"], 0.5, color=colours)
     for xi, (h, g) in enumerate(zip(plan["expected_hours"], plan["gpus"])):
-        ax_h.text(xi, h, f"{h:,.0f} h\n{h * g:,.0f} GPU-h", ha="center", va="bottom", fontsize=6)
+        ax_h.text(xi, h, f"{h:,.0f} h\n{h * g:,.0f} GPU-h", ha="center", va="bottom", fontsize=pt(6))
     ax_h.set_ylabel("hours (estimate)")
-    ax_h.set_title("estimate from Table 1's reported hours per step, scaled linearly", loc="left", fontsize=7)
+    ax_h.set_title("estimate from Table 1's reported hours per step, scaled linearly", loc="left", fontsize=pt(7))
     for ax in (ax_s, ax_h):
         ax.set_xticks(
             x,
@@ -111,6 +111,7 @@ def plan_explorer(cfg: vr.VerlTrainingConfig) -> LiveFigure:
         draw,
         name="verl_plan_view",
         provenance=PROVENANCE,
+        basis=vr.PLAN_BASIS,
         caption="Cluster plan: samples per step and estimated hours (from Table 1's reported hours per step)",
         title="The cluster plan",
     ).show_first()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from brorl_lib.core.plotting import ARM_COLOURS, new_figure
+from brorl_lib.core.plotting import ARM_COLOURS, new_figure, pt
 from brorl_lib.core.precision import rounded_inputs
 from brorl_lib.paper import reported as paper
 from brorl_lib.paper.setup import PAPER_FIG1_HOURS
@@ -38,9 +38,9 @@ def figure1(points: pd.DataFrame, have_runs: bool) -> plt.Figure:
         ax.set_xlabel("Training Time (hours)")
         ax.set_ylabel(f"{domain} Score")
         ax.set_title(f"{domain} score over time", loc="left")
-    axes[0].legend(loc="lower right", fontsize=6)
+    axes[0].legend(loc="lower right", fontsize=pt(6))
     if not have_runs:
-        fig.suptitle(NO_RUNS, fontsize=7, color="0.35")
+        fig.suptitle(NO_RUNS, fontsize=pt(7), color="0.35")
     return fig
 
 
@@ -48,7 +48,7 @@ def figure1(points: pd.DataFrame, have_runs: bool) -> plt.Figure:
 def figure4(points: pd.DataFrame) -> plt.Figure:
     """Figure 4's 3 x 3 grid: pass@1 against hours per task and arm, from runs; the paper's pattern per panel."""
     panels = paper.load("figure4_tasks")
-    fig, axes = new_figure("full", aspect=0.75, nrows=3, ncols=3)
+    fig, axes = new_figure("full", aspect=0.75, nrows=3, ncols=3, panel_em=12)  # its type is 6 pt of the paper's 8
     for ax, (_, panel) in zip(axes.flat, panels.iterrows()):
         mine = points[points["task"] == panel["task"]]
         for (source, method), g in mine.groupby(["source", "method"], sort=False):
@@ -63,17 +63,18 @@ def figure4(points: pd.DataFrame) -> plt.Figure:
             ax.text(
                 0.5,
                 0.5,
-                "no runs\n(the paper tabulates no values)",
+                "no runs\n(the paper tabulates\nno values)",
                 ha="center",
                 va="center",
                 transform=ax.transAxes,
-                fontsize=6,
+                fontsize=pt(6),
                 color="0.4",
             )
             ax.set_xlim(0, PAPER_FIG1_HOURS)  # the paper's Figure 4 spans 0-140 h
-        else:
-            ax.legend(fontsize=5)
-        ax.set_title(f"{panel['task']}\nreported: {panel['pattern']}", loc="left", fontsize=6)
-        ax.set_xlabel("Training Time (hours)", fontsize=6)
-        ax.set_ylabel("pass@1", fontsize=6)
+        ax.set_title(f"{panel['task']}\nreported: {panel['pattern']}", loc="left", fontsize=pt(6))
+        ax.set_xlabel("Training Time (hours)", fontsize=pt(6))
+        ax.set_ylabel("pass@1", fontsize=pt(6))
+    series = {label: h for ax in axes.flat for h, label in zip(*ax.get_legend_handles_labels())}
+    if series:  # one legend for the grid, below it: a panel's own would not fit a narrow panel
+        fig.legend(series.values(), series.keys(), loc="outside lower center", ncols=2, fontsize=pt(6))
     return fig

@@ -144,22 +144,29 @@ class VerlTrainingConfig(NotebookConfig):
         "",
         "local directory of the ProRLv2 checkpoint "
         "(nvidia/Nemotron-Research-Reasoning-Qwen-1.5B, revision main); required with execute",
+        operational=True,  # where the given checkpoint lies, not what is trained
         **PLAIN_PATH,
     )
     work_dir: str = param(
         "",
         "shared folder every node sees, for training data and checkpoints; required with execute (empty: build/verl)",
+        operational=True,
         **PLAIN_PATH,
     )
     run_name: str = param(
         "brorl-repro",
         "name of the run: folder build/verl/<run_name> (plan) or data/runs/verl/<run_name> (execute) "
         "and verl experiment names",
+        operational=True,
         **RUN_NAME,
     )
     test_freq: int = param(10, "validate every this many steps (the points of Figures 1 and 4)", low=1, high=100_000)
-    save_freq: int = param(10, "save a checkpoint every this many steps (resume point)", low=1, high=100_000)
-    execute: bool = param(False, "False: build, validate and plan only; True: also launch the arms on this Ray cluster")
+    save_freq: int = param(
+        10, "save a checkpoint every this many steps (resume point)", low=1, high=100_000, operational=True
+    )
+    execute: bool = param(
+        False, "False: build, validate and plan only; True: also launch the arms on this Ray cluster", operational=True
+    )
 
     def check_together(self) -> None:
         self._all_arms()  # each arm's prompts a multiple of ppo_mini_batches
@@ -347,6 +354,12 @@ def prepare(cfg: VerlTrainingConfig, train: pd.DataFrame, val: pd.DataFrame) -> 
         script.chmod(0o755)
         composed[arm.name], overrides[arm.name], scripts[arm.name] = c, ov, script
     return Prepared(train_file, val_file, composed, overrides, scripts)
+
+
+PLAN_BASIS = (
+    "Table 1's hours per step (reported, each arm's longest row) scaled linearly by samples per step and from the "
+    "paper's 64 GPUs to this cluster's; generated samples from Table 2's reported pass rates"
+)
 
 
 def plan_table(cfg: VerlTrainingConfig) -> pd.DataFrame:

@@ -2,11 +2,12 @@
 
 The test starts JupyterLab itself (localhost, a free port, a random token) on a copy of notebooks/, drives
 Debian's Chromium through Playwright, and for each notebook runs every cell with the quick profile (the
-notebook's own defaults), except notebook 04, which reads the committed runs in data/runs/laptop_rlvr/
-with the paper profile's parameters instead of training for minutes. It then moves one control of the
+notebook's own defaults; notebook 04 trains its quick design, about a minute). It then moves one control of the
 explore section, checks that the figure (or the table under it) changed and that no cell shows an error,
-and writes a screenshot of the explore section to build/screenshots/ (with BRORL_UPDATE_SCREENSHOTS=1 also to
-docs/screenshots/, which the README shows). The server and the browser are ended by process id.
+and writes a screenshot of the explore section to build/screenshots/, with a sidecar recording the notebook's input
+hash (core.screenshots). With BRORL_UPDATE_SCREENSHOTS=1 (`make screenshots`) both also go to docs/screenshots/,
+which the README and the book show, for every notebook that ran without a problem. The server and the browser are
+ended by process id.
 """
 
 from __future__ import annotations
@@ -25,29 +26,16 @@ from pathlib import Path
 
 import nbformat
 import pytest
-import yaml
 from papermill.parameterize import parameterize_notebook
 
-from brorl_lib.core.paths import BUILD_DIR, INTERACTIVE_ENV, NOTEBOOKS_DIR, OUTPUT_DIR_ENV, PARAMS_DIR, REPO_ROOT
+from brorl_lib.core import screenshots
+from brorl_lib.core.paths import BUILD_DIR, INTERACTIVE_ENV, NOTEBOOKS_DIR, OUTPUT_DIR_ENV
 
 playwright = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[dev]' installs playwright")
 
-CHROMIUM = os.environ.get("BRORL_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = [  # headless on a closed network: no background connections (they are refused and slow it down)
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SHOTS = BUILD_DIR / "screenshots"
-DOC_SHOTS = REPO_ROOT / "docs" / "screenshots"
-RUN_TIMEOUT_S = {"02_simulator": 900, "04_laptop_rlvr": 300}  # guards on a loaded machine; others: the default
+RUN_TIMEOUT_S = {"02_simulator": 900, "04_laptop_rlvr": 600}  # guards on a loaded machine; others: the default
 DEFAULT_RUN_TIMEOUT_S = 300
-PAPER_PROFILE_NOTEBOOKS = ("04_laptop_rlvr",)  # read committed runs instead of training (see the docstring)
 LAB_SETTINGS = {  # every cell in the page (no windowing), and no news or update checks on a closed network
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {
         "windowingMode": "none",
@@ -89,32 +77,36 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _copy_notebooks(root: Path) -> list[str]:
-    """notebooks/ into ``root`` (outputs cleared); the notebooks in PAPER_PROFILE_NOTEBOOKS get the paper
-    profile's parameters injected after their parameters cell, as papermill does."""
-    profile = yaml.safe_load((PARAMS_DIR / "paper.yaml").read_text())["notebooks"]
-    names = []
+def _copy_notebooks(root: Path) -> dict[str, tuple[dict[str, str], dict[str, str]]]:
+    """notebooks/ into ``root`` (outputs cleared), each with the parameters of its screenshot's profile
+    (core.screenshots.PROFILES) injected after its parameters cell, as papermill does; notebook name -> its input
+    hashes with those parameters and the hashes of the files they cover, as they are now (what its screenshot's
+    sidecar records)."""
+    names = {}
     only = os.environ.get("BRORL_BROWSER_NOTEBOOKS", "").split()  # e.g. "03_paper_tables": those only
+    unknown = sorted(set(only) - {p.stem for p in NOTEBOOKS_DIR.glob("*.ipynb")})
+    if unknown:
+        pytest.fail(f"no such notebook in notebooks/: {' '.join(unknown)} (BRORL_BROWSER_NOTEBOOKS, NOTEBOOKS=)")
     for path in sorted(NOTEBOOKS_DIR.glob("*.ipynb")):
         if only and path.stem not in only:
             continue
         nb = nbformat.read(path, as_version=4)
         for cell in nb.cells:
+            cell.metadata.setdefault("tags", [])  # papermill's parameterize expects them (its reader adds them too)
             if cell.cell_type == "code":
                 cell.outputs, cell.execution_count = [], None
-        if path.stem in PAPER_PROFILE_NOTEBOOKS:
+        parameters = screenshots.parameters_of(path.stem)
+        if parameters:
             nb.metadata.setdefault("papermill", {})  # where papermill records the parameters it injects
-            nb = parameterize_notebook(nb, profile[path.stem]["parameters"], report_mode=False)
+            nb = parameterize_notebook(nb, parameters, report_mode=False)
         nbformat.write(nb, root / path.name)
-        names.append(path.stem)
+        names[path.stem] = (screenshots.current_inputs(path.stem), screenshots.current_files(path.stem))
     return names
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    """JupyterLab on a copy of notebooks/: yields (url, token, notebook names); ended by process id."""
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium not found at {CHROMIUM}: run `make browser-deps` (Debian's package 'chromium')")
+    """JupyterLab on a copy of notebooks/: yields (url, token, {notebook name: its hashes}); ended by process id."""
     root = tmp_path_factory.mktemp("lab")
     notebooks = root / "notebooks"
     notebooks.mkdir()
@@ -173,16 +165,6 @@ def _serve(proc: subprocess.Popen, url: str, token: str, root: Path) -> str:
     pytest.fail("JupyterLab did not answer within 60 s")
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
 def _wait_idle(page, timeout_s: float) -> None:
     """Until every code cell has run: no '[*]' prompt left and the kernel idle."""
     deadline = time.monotonic() + timeout_s
@@ -193,6 +175,20 @@ def _wait_idle(page, timeout_s: float) -> None:
             return
         time.sleep(1)
     raise AssertionError(f"cells still running after {timeout_s} s: prompts {prompts}")
+
+
+def _run_all(page, tries: int = 2, started_within_s: float = 60) -> None:
+    """Run > Run All Cells; again if no cell has started within ``started_within_s`` (on a loaded machine a kernel
+    that has just started can drop the first request: every prompt stays '[ ]:' and the kernel idle)."""
+    for _ in range(tries):
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_text("Run All Cells", exact=True).click()
+        deadline = time.monotonic() + started_within_s
+        while time.monotonic() < deadline:
+            prompts = page.locator(".jp-CodeCell .jp-InputPrompt").all_inner_texts()
+            if any(t.strip() not in ("[ ]:", "") for t in prompts):
+                return
+            time.sleep(1)
 
 
 def _errors(page) -> list[str]:
@@ -214,8 +210,7 @@ def _check(page, url: str, token: str, name: str) -> list[str]:
     if accept.count():
         accept.first.click()
     page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=60_000)
-    page.get_by_role("menuitem", name="Run", exact=True).click()
-    page.get_by_text("Run All Cells", exact=True).click()
+    _run_all(page)
     _wait_idle(page, RUN_TIMEOUT_S.get(name, DEFAULT_RUN_TIMEOUT_S))
     errors = _errors(page)
     if errors:
@@ -242,10 +237,11 @@ def _check(page, url: str, token: str, name: str) -> list[str]:
 def test_every_notebook_runs_in_jupyterlab_and_its_controls_redraw(lab, browser):
     url, token, names = lab
     SHOTS.mkdir(parents=True, exist_ok=True)
+    update = os.environ.get("BRORL_UPDATE_SCREENSHOTS") == "1"
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     failures = []
     try:
-        for name in names:
+        for name, (inputs, files) in names.items():
             page = context.new_page()
             try:
                 problems = _check(page, url, token, name)
@@ -254,11 +250,14 @@ def test_every_notebook_runs_in_jupyterlab_and_its_controls_redraw(lab, browser)
             if problems:
                 page.screenshot(path=str(SHOTS / f"{name}_failed.png"), full_page=True)
                 failures += problems
+            else:  # the screenshot shows a notebook that ran cleanly: record what it shows
+                screenshots.record(SHOTS / f"{name}.png", name, inputs, files)
+                if update:
+                    shown = screenshots.SHOTS_DIR / f"{name}.png"
+                    shown.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(SHOTS / f"{name}.png", shown)
+                    screenshots.record(shown, name, inputs, files)
             page.close()
     finally:
         context.close()
     assert not failures, "\n".join(failures) + f"\n(screenshots in {SHOTS})"
-    if os.environ.get("BRORL_UPDATE_SCREENSHOTS") == "1":
-        DOC_SHOTS.mkdir(parents=True, exist_ok=True)
-        for name in names:
-            shutil.copyfile(SHOTS / f"{name}.png", DOC_SHOTS / f"{name}.png")

@@ -1,0 +1,334 @@
+"""Figure styles: named presets or a user's own ``.mplstyle`` file, and the style figures are drawn in now.
+
+A style is matplotlib's rcParams (fonts, sizes, lines, colours) and two widths in inches: ``column`` (a
+figure the paper sets in one column) and ``full`` (the text width). ``paper`` is the companion's own style,
+the one ``figures/`` is made with; the others re-draw the same figures for another venue
+(``python -m brorl_lib run NAME --style STYLE --out DIR``, or the *Save figure* row of an explorer).
+
+``resolve(text)`` reads a preset name or a style file and refuses bad input (an unknown name, a missing or
+malformed file, a font this machine lacks) with a ``ValueError`` naming the flag, before anything runs. The
+pipeline hands the chosen style to a notebook's kernel in ``BRORL_FIGURE_STYLE`` (and the extra formats in
+``BRORL_FIGURE_FORMATS``); ``active()`` is the style in force: ``using(style)`` if set, else the
+environment's, else ``paper``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import matplotlib as mpl
+from matplotlib import font_manager
+
+STYLE_ENV = "BRORL_FIGURE_STYLE"  # a preset name or the absolute path of a style file
+FORMATS_ENV = "BRORL_FIGURE_FORMATS"  # comma-separated: "pdf,png" (the default) or "pdf,png,svg"
+FORMATS = ("pdf", "png")
+OPTIONAL_FORMATS = ("svg",)
+DEFAULT = "paper"
+
+# Okabe & Ito (2008) colour-blind safe palette, black last.
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
+PAPER_FONT_PT = 8.0  # the paper preset's type size: every size a figure function writes is in its terms
+
+PAPER_RC = {
+    "font.family": "DejaVu Sans",  # ships with matplotlib, so every machine renders the same glyphs
+    "font.size": 8,
+    "axes.titlesize": 8,
+    "axes.labelsize": 8,
+    "legend.fontsize": 7,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "grid.linewidth": 0.5,
+    "lines.linewidth": 1.3,
+    "legend.frameon": False,
+    "axes.prop_cycle": mpl.cycler(color=PALETTE),
+    "figure.dpi": 110,
+    "savefig.dpi": 300,
+    "savefig.bbox": "tight",
+    "savefig.pad_inches": 0.02,
+    "pdf.fonttype": 42,  # TrueType: text stays editable in the PDF
+    "image.cmap": "cividis",
+}
+# The sizes of PAPER_RC as fractions of its font.size: a style that sets only font.size scales them all.
+_SIZE_KEYS = {k: PAPER_RC[k] / PAPER_RC["font.size"] for k in PAPER_RC if k.endswith("size") and k != "font.size"}
+# rcParams that are no part of a look (matplotlib ignores them in style files too): refused in a style file.
+_NOT_STYLE = {
+    "backend",
+    "backend_fallback",
+    "interactive",
+    "toolbar",
+    "timezone",
+    "date.epoch",
+    "figure.max_open_warning",
+    "figure.raise_window",
+    "savefig.directory",
+    "tk.window_focus",
+    "docstring.hardcopy",
+    "webagg.port",
+    "webagg.address",
+    "webagg.port_retries",
+    "webagg.open_in_browser",
+}
+# Bounds for a style file (our choices): a figure between 1 and 30 inches wide, type from 4 to 40 points.
+WIDTH_RANGE_IN = (1.0, 30.0)
+FONT_RANGE_PT = (4.0, 40.0)
+
+
+@dataclass(frozen=True)
+class FigureStyle:
+    """rcParams and the two widths (inches) figures are drawn at; ``path``/``sha256`` for a style file."""
+
+    name: str
+    description: str
+    rc: Mapping[str, object] = field(repr=False)
+    column_in: float
+    full_in: float
+    path: str = ""
+    sha256: str = ""
+
+    @property
+    def font_pt(self) -> float:
+        return float(self.rc["font.size"])
+
+    @property
+    def scale(self) -> float:
+        """This style's type size over the paper's: sizes written for the paper are multiplied by it."""
+        return self.font_pt / PAPER_FONT_PT
+
+    def width(self, kind: str) -> float:
+        if kind not in ("column", "full"):
+            raise ValueError(f"width={kind!r} is not allowed: choose 'column' or 'full'")
+        return self.column_in if kind == "column" else self.full_in
+
+    def at_design_size(self, kind: str) -> bool:
+        """Width and type size of the paper preset: figure functions' own layout, unchanged."""
+        return self.width(kind) == PRESETS[DEFAULT].width(kind) and self.font_pt == PAPER_FONT_PT
+
+    @property
+    def label(self) -> str:
+        """What files and the manifest record: the preset's name, or the file's name and content hash."""
+        return f"{Path(self.path).name} (sha256 {self.sha256[:12]})" if self.path else self.name
+
+    @property
+    def is_default(self) -> bool:
+        return self.name == DEFAULT and not self.path
+
+
+def _scaled(rc: dict, font_pt: float) -> dict:
+    """``rc`` with font.size ``font_pt`` and every other size in the paper's proportion to it."""
+    return {**rc, "font.size": font_pt, **{k: round(r * font_pt, 2) for k, r in _SIZE_KEYS.items()}}
+
+
+PRESETS: dict[str, FigureStyle] = {
+    "paper": FigureStyle(
+        "paper",
+        "two-column paper (the default; what figures/ holds): columns 3.25 in, text 6.75 in, 8 pt DejaVu Sans",
+        PAPER_RC,
+        3.25,
+        6.75,
+    ),
+    "journal": FigureStyle(
+        "journal",
+        "single-column journal: text 5.5 in wide, one-column figures 3.5 in, 9 pt type; wide figures re-flow",
+        _scaled(PAPER_RC, 9.0),
+        3.5,
+        5.5,
+    ),
+    "slides": FigureStyle(
+        "slides",
+        "16:9 slides: 10 in wide (half a slide: 5 in), 14 pt type, thicker lines",
+        {**_scaled(PAPER_RC, 14.0), "lines.linewidth": 2.2, "grid.linewidth": 0.8, "axes.linewidth": 1.2},
+        5.0,
+        10.0,
+    ),
+    "times": FigureStyle(
+        "times",
+        "two-column paper in a serif face matching Times (STIX, shipped with matplotlib), 8 pt",
+        {**PAPER_RC, "font.family": "serif", "font.serif": ["STIXGeneral"], "mathtext.fontset": "stix"},
+        3.25,
+        6.75,
+    ),
+}
+PAPER = PRESETS[DEFAULT]
+
+
+def _strip_comment(line: str) -> str:
+    """The line without its ``#`` comment (a ``#`` inside quotes, e.g. a colour, stays)."""
+    quote = None
+    for i, ch in enumerate(line):
+        if ch in "\"'" and quote in (None, ch):
+            quote = None if quote else ch
+        elif ch == "#" and quote is None:
+            return line[:i]
+    return line
+
+
+def read_style_file(path: Path, flag: str = "--style") -> dict[str, object]:
+    """The rcParams a ``.mplstyle`` file sets, each checked by matplotlib's own validator; a ValueError naming
+    ``flag``, the file and the line for anything matplotlib would ignore or refuse."""
+    shown = str(path)
+    if not path.is_file():
+        raise ValueError(f"{flag} {shown}: no such style file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"{flag} {shown}: cannot read the style file ({type(err).__name__}: {err})") from None
+    rc: dict[str, object] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = _strip_comment(raw).strip()
+        if not line:
+            continue
+        where = f"{flag} {shown} line {number} ({raw.strip()!r})"
+        key, sep, value = (part.strip() for part in line.partition(":"))
+        if not sep or not key:
+            raise ValueError(f"{where}: expected 'key: value', as in matplotlib's style files")
+        if key not in mpl.rcParams:
+            raise ValueError(f"{where}: {key!r} is not a matplotlib setting (rcParams)")
+        if key in _NOT_STYLE:
+            raise ValueError(f"{where}: {key!r} is not part of a figure's look; remove it")
+        if value.startswith('"') and value.endswith('"') and len(value) >= 2:
+            value = value[1:-1]
+        try:
+            rc[key] = mpl.rcParams.validate[key](value)
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"{where}: {err}") from None
+    if not rc:
+        raise ValueError(f"{flag} {shown}: the style file sets nothing (expected lines such as 'font.size: 9')")
+    return rc
+
+
+def _check_fonts(rc: Mapping[str, object], where: str) -> None:
+    """Every family the style names must be installed: matplotlib would silently draw in another."""
+    families = rc.get("font.family") or []
+    families = [families] if isinstance(families, str) else list(families)
+    with mpl.rc_context({k: v for k, v in rc.items() if k.startswith("font.")}):
+        for family in families:
+            try:
+                font_manager.fontManager.findfont(
+                    font_manager.FontProperties(family=family), fallback_to_default=False, rebuild_if_missing=False
+                )
+            except ValueError:
+                raise ValueError(
+                    f"{where}: font family {family!r} is not installed here; name an installed one, or use the "
+                    f"'times' preset for a Times-like serif (STIX, shipped with matplotlib)"
+                ) from None
+
+
+def from_file(path: Path, flag: str = "--style") -> FigureStyle:
+    """A style from a ``.mplstyle`` file: the paper style with the file's settings on top.
+
+    The file's ``figure.figsize`` width becomes the width of every figure (multi-panel figures re-flow to
+    fit it); without one, the paper's widths. A ``font.size`` without the other sizes scales them all."""
+    path = Path(path)
+    rc = read_style_file(path, flag)
+    where = f"{flag} {path}"
+    font_pt = float(rc.get("font.size", PAPER_FONT_PT))
+    if not FONT_RANGE_PT[0] <= font_pt <= FONT_RANGE_PT[1]:
+        raise ValueError(
+            f"{where}: font.size {font_pt:g} is not allowed: expected {FONT_RANGE_PT[0]:g} to "
+            f"{FONT_RANGE_PT[1]:g} points"
+        )
+    merged = {**_scaled(PAPER_RC, font_pt), **rc} if "font.size" in rc else {**PAPER_RC, **rc}
+    column_in, full_in = PAPER.column_in, PAPER.full_in
+    if "figure.figsize" in rc:
+        width = float(rc["figure.figsize"][0])
+        if not WIDTH_RANGE_IN[0] <= width <= WIDTH_RANGE_IN[1]:
+            raise ValueError(
+                f"{where}: figure.figsize width {width:g} in is not allowed: expected "
+                f"{WIDTH_RANGE_IN[0]:g} to {WIDTH_RANGE_IN[1]:g} inches"
+            )
+        column_in = full_in = width
+    _check_fonts(merged, where)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return FigureStyle(path.stem, f"style file {path}", merged, column_in, full_in, str(path.resolve()), digest)
+
+
+def _looks_like_path(text: str) -> bool:
+    return bool(re.search(r"[/\\]", text)) or text.endswith(".mplstyle") or text.startswith(("~", "."))
+
+
+def resolve(text: str, flag: str = "--style", base: Path | None = None) -> FigureStyle:
+    """A preset by name, or a style file by path (relative paths from ``base``, default the working folder).
+
+    ValueError naming ``flag`` for an unknown name, a missing or malformed file, or a missing font."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{flag} needs a preset ({', '.join(PRESETS)}) or the path of a .mplstyle file")
+    text = text.strip()
+    if text in PRESETS:
+        return PRESETS[text]
+    path = Path(text).expanduser()
+    if not path.is_absolute() and base is not None:
+        path = Path(base) / path
+    if path.exists() or _looks_like_path(text):
+        return from_file(path, flag)
+    raise ValueError(f"{flag} {text!r} is not a preset ({', '.join(PRESETS)}) or an existing .mplstyle file")
+
+
+def check_formats(formats: str | tuple[str, ...] | list[str], flag: str = "--formats") -> tuple[str, ...]:
+    """PDF and PNG always, then each optional format asked for (SVG), in a fixed order."""
+    asked = [f.strip().lower() for f in (formats.split(",") if isinstance(formats, str) else formats) if f.strip()]
+    allowed = FORMATS + OPTIONAL_FORMATS
+    bad = [f for f in asked if f not in allowed]
+    if bad:
+        raise ValueError(f"{flag} {','.join(bad)} is not allowed: formats are {', '.join(allowed)}")
+    return FORMATS + tuple(f for f in OPTIONAL_FORMATS if f in asked)
+
+
+# --- the style in force ---
+_override: list[FigureStyle] = []
+_from_env: dict[tuple[str, float], FigureStyle] = {}
+
+
+def _env_style() -> FigureStyle:
+    text = os.environ.get(STYLE_ENV, "").strip()
+    if not text or text == DEFAULT:
+        return PAPER
+    try:
+        stamp = Path(text).stat().st_mtime if text not in PRESETS else 0.0
+    except OSError:
+        stamp = -1.0
+    key = (text, stamp)
+    if key not in _from_env:
+        _from_env[key] = resolve(text, STYLE_ENV)
+    return _from_env[key]
+
+
+def active() -> FigureStyle:
+    """The style figures are drawn in now: ``using``'s, else the environment's (the pipeline's), else paper."""
+    return _override[-1] if _override else _env_style()
+
+
+def formats() -> tuple[str, ...]:
+    """The formats ``save_figure`` writes now (PDF and PNG; SVG too when the run asked for it)."""
+    return check_formats(os.environ.get(FORMATS_ENV, ",".join(FORMATS)), FORMATS_ENV)
+
+
+@contextmanager
+def using(style: FigureStyle) -> Iterator[FigureStyle]:
+    """Draw figures in ``style`` inside the block (e.g. to save an explored figure in another style)."""
+    _override.append(style)
+    try:
+        yield style
+    finally:
+        _override.pop()
+
+
+_baseline: dict[str, object] = {}  # rcParams as they were before any style here changed them
+
+
+def apply(style: FigureStyle) -> None:
+    """Set matplotlib's rcParams to ``style``: keys another style set and this one does not go back to what
+    they were before, so switching styles leaves nothing behind (and ``paper`` gives the same bytes)."""
+    for key in style.rc:
+        _baseline.setdefault(key, mpl.rcParams[key])
+    mpl.rcParams.update({k: v for k, v in _baseline.items() if k not in style.rc})
+    mpl.rcParams.update(style.rc)

@@ -1,0 +1,327 @@
+"""Figures in another style: presets and style files, refusals naming the flag, metadata that records the
+style, re-flow of multi-panel figures (no overlapping texts, no collapsed panel), and one styled run of
+notebook 03 into a folder of its own."""
+
+from __future__ import annotations
+
+import html
+import json
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+
+from brorl_lib.core import manifest, styles
+from brorl_lib.core.artifacts import read_record
+from brorl_lib.core.cli import main
+from brorl_lib.core.paths import FIGURES_DIR
+from brorl_lib.core.plotting import (
+    MIN_AXES_EM,
+    MIN_PANEL_HEIGHT_EM,
+    fit_texts,
+    layout_problems,
+    new_figure,
+    pt,
+    save_figure,
+)
+from brorl_lib.simulator import plots as simulator_plots
+from brorl_lib.theory import plots as theory_plots
+
+
+def _narrow(tmp_path, width=3.25, extra=""):
+    """A user's style file that only shrinks the width: the case that made Figure 3 0.98 in tall."""
+    path = tmp_path / "narrow.mplstyle"
+    path.write_text(f"# one column of a two-column paper\nfigure.figsize: {width}, 2.4\nfont.size: 8\n{extra}")
+    return styles.resolve(str(path))
+
+
+def _all_styles(tmp_path):
+    return [*styles.PRESETS.values(), _narrow(tmp_path)]
+
+
+def _runs() -> pd.DataFrame:
+    """A small Figure 3 frame: two seeds, three N, 40 steps."""
+    rows = []
+    for seed in (0, 1):
+        for n in (4, 512, 51200):
+            for step in range(40):
+                rows.append(
+                    {
+                        "seed": seed,
+                        "N": n,
+                        "step": step,
+                        "correct_mass": 0.6 + 1e-4 * step * np.log(n) + 1e-5 * seed,
+                        "pct_improved": min(100.0, step * np.log(n)),
+                        "worst_drop": -1e-7 * step / np.log(n),
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+# --- presets and style files ---
+def test_presets_resolve_by_name_with_their_widths_and_type():
+    assert styles.resolve("paper") is styles.PAPER and styles.PAPER.is_default
+    assert (styles.PAPER.column_in, styles.PAPER.full_in, styles.PAPER.font_pt) == (3.25, 6.75, 8.0)
+    journal, slides, times = (styles.resolve(n) for n in ("journal", "slides", "times"))
+    assert journal.full_in < styles.PAPER.full_in and journal.font_pt > 8
+    assert slides.full_in > styles.PAPER.full_in and slides.font_pt >= 14
+    assert slides.rc["legend.fontsize"] == pytest.approx(slides.font_pt * 7 / 8)  # sizes keep the paper's proportions
+    assert times.rc["font.serif"] == ["STIXGeneral"] and times.at_design_size("full")
+    assert not journal.at_design_size("full") and not journal.is_default
+
+
+def test_a_style_file_sets_the_width_and_scales_the_sizes(tmp_path):
+    path = tmp_path / "venue.mplstyle"
+    path.write_text("figure.figsize: 3.4, 2.5  # the venue's column\nfont.size: 10\naxes.edgecolor: '#333333'\n")
+    style = styles.resolve(str(path))
+    assert (style.column_in, style.full_in) == (3.4, 3.4)
+    assert style.rc["axes.titlesize"] == 10 and style.rc["xtick.labelsize"] == pytest.approx(8.75)
+    assert style.rc["axes.edgecolor"] == "#333333"  # a '#' inside quotes is a colour, not a comment
+    assert style.rc["axes.grid"] is True  # the rest of the paper style stays
+    assert style.label.startswith("venue.mplstyle (sha256 ") and style.scale == 1.25
+    relative = styles.resolve("venue.mplstyle", base=tmp_path)
+    assert relative.label == style.label
+
+
+@pytest.mark.parametrize(
+    "text, content, message",
+    [
+        ("jornal", None, "--style 'jornal' is not a preset (paper, journal, slides, times) or an existing"),
+        ("missing/venue.mplstyle", None, "no such style file"),
+        ("bad.mplstyle", "lines.linewidth 2\n", "line 1 ('lines.linewidth 2'): expected 'key: value'"),
+        ("bad.mplstyle", "font.sise: 9\n", "'font.sise' is not a matplotlib setting"),
+        ("bad.mplstyle", "font.size: big\n", "Could not convert 'big' to float"),
+        ("bad.mplstyle", "backend: agg\n", "'backend' is not part of a figure's look"),
+        ("bad.mplstyle", "# nothing\n\n", "the style file sets nothing"),
+        ("bad.mplstyle", "font.family: Nonexistent Sans\n", "font family 'Nonexistent Sans' is not installed"),
+        ("bad.mplstyle", "figure.figsize: 0.3, 2\n", "figure.figsize width 0.3 in is not allowed"),
+        ("bad.mplstyle", "font.size: 90\n", "font.size 90 is not allowed"),
+        ("bad.mplstyle", b"\xff\xfe\x00", "cannot read the style file"),
+    ],
+)
+def test_bad_styles_are_refused_naming_the_flag(tmp_path, text, content, message):
+    if content is not None:
+        target = tmp_path / text
+        target.write_bytes(content) if isinstance(content, bytes) else target.write_text(content)
+    with pytest.raises(ValueError, match="^--style ") as err:
+        styles.resolve(text, base=tmp_path)
+    assert message in str(err.value)
+
+
+def test_cli_refuses_bad_styles_and_figures_before_anything_runs(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["run", "03_paper_tables", "--style", "jornal", "--out", str(out)]) == 2
+    assert "--style 'jornal' is not a preset" in capsys.readouterr().err
+    before = (FIGURES_DIR / manifest.MANIFEST_FILE).read_bytes()
+    for argv in (["--style", "journal"], ["--svg"], ["--style", "slides", "--out", str(FIGURES_DIR / "x")]):
+        assert main(["run", "03_paper_tables", *argv]) == 2
+        err = capsys.readouterr().err
+        assert "never figures/" in err and argv[0] in err
+    assert not out.exists() and not (FIGURES_DIR / "x").exists()
+    assert (FIGURES_DIR / manifest.MANIFEST_FILE).read_bytes() == before
+
+
+def test_formats_are_pdf_and_png_and_svg_on_request():
+    assert styles.check_formats([]) == ("pdf", "png")
+    assert styles.check_formats("svg,pdf") == ("pdf", "png", "svg")
+    with pytest.raises(ValueError, match="--formats eps is not allowed"):
+        styles.check_formats(["eps"])
+
+
+def test_switching_styles_leaves_nothing_behind():
+    new_figure("column")
+    paper = {k: plt.rcParams[k] for k in ("font.family", "mathtext.fontset", "font.size")}
+    with styles.using(styles.PRESETS["times"]):
+        new_figure("column")
+        assert plt.rcParams["mathtext.fontset"] == "stix"
+    new_figure("column")
+    assert {k: plt.rcParams[k] for k in paper} == paper
+    assert pt(6) == 6
+    with styles.using(styles.PRESETS["slides"]):
+        assert pt(6) == pytest.approx(6 * 14 / 8)
+
+
+# --- metadata ---
+def _saved(out_dir, style=None, formats=None, monkeypatch=None):
+    if formats:
+        monkeypatch.setenv(styles.FORMATS_ENV, formats)
+    with styles.using(style or styles.PAPER):
+        fig, ax = new_figure("column")
+        ax.plot([0, 1], [0, 1])
+        saved = save_figure(fig, "line", provenance="reproduced", data=pd.DataFrame({"x": [0, 1]}), caption="c")
+    plt.close(fig)
+    return {p.suffix: p.read_bytes() for p in saved.files}
+
+
+def test_a_styled_figure_records_its_style_in_every_file_and_the_record(out_dir, monkeypatch):
+    files = _saved(out_dir, styles.PRESETS["journal"], "pdf,png,svg", monkeypatch)
+    assert set(files) == {".pdf", ".png", ".svg", ".csv"}
+    for suffix in (".pdf", ".png", ".svg"):
+        assert b"brorl_lib; style journal" in files[suffix], suffix
+    assert read_record(out_dir)[0]["style"] == "journal"
+    again = _saved(out_dir, styles.PRESETS["journal"], "pdf,png,svg", monkeypatch)
+    assert again == files  # byte-stable, SVG included
+
+
+def test_the_paper_style_writes_what_it_always_wrote(out_dir):
+    files = _saved(out_dir)
+    assert set(files) == {".pdf", ".png", ".csv"}
+    assert b"style" not in files[".pdf"] and b"style" not in files[".png"]
+    assert "style" not in read_record(out_dir)[0]
+
+
+# --- re-flow ---
+def _grid(axes) -> list[tuple[float, float]]:
+    """(left, top) of each panel in figure inches, rounded."""
+    fig = np.ravel(axes)[0].figure
+    fig.canvas.draw()
+    w, h = fig.get_size_inches()
+    return [(round(ax.get_position().x0 * w, 2), round(ax.get_position().y1 * h, 2)) for ax in np.ravel(axes)]
+
+
+def test_paper_size_keeps_the_designed_grid_exactly():
+    fig, axes = new_figure("full", aspect=0.3, ncols=3)
+    assert tuple(fig.get_size_inches()) == (6.75, 6.75 * 0.3) and axes.shape == (3,)
+    assert len({top for _, top in _grid(axes)}) == 1  # one row
+    with styles.using(styles.PRESETS["times"]):
+        fig, axes = new_figure("full", aspect=0.3, ncols=3)
+    assert tuple(fig.get_size_inches()) == (6.75, 6.75 * 0.3)
+
+
+def test_three_panels_become_two_plus_one_in_the_journal_and_a_stack_in_one_column(tmp_path):
+    with styles.using(styles.PRESETS["journal"]):
+        fig, axes = new_figure("full", aspect=0.3, ncols=3, sharey=True)
+    assert axes.shape == (3,) and fig.get_size_inches()[0] == 5.5
+    (l0, t0), (l1, t1), (l2, t2) = _grid(axes)
+    assert t0 == t1 > t2 and l0 < l2 < l1  # two on top, the third centred below
+    assert axes[1].yaxis.get_tick_params(which="major")  # shared, yet each panel keeps its labels
+    assert all(label.get_visible() for label in axes[1].get_yticklabels())
+    with styles.using(_narrow(tmp_path)):
+        fig, axes = new_figure("full", aspect=0.3, ncols=3)
+    lefts, tops = zip(*_grid(axes))
+    assert len(set(lefts)) == 1 and tops[0] > tops[1] > tops[2]  # stacked
+    em = 8 / 72
+    assert fig.get_size_inches()[1] >= 3 * MIN_PANEL_HEIGHT_EM * em  # never 0.98 in tall
+    with styles.using(_narrow(tmp_path)):
+        fig, axes = new_figure("full", aspect=0.75, nrows=3, ncols=3, squeeze=False)
+    assert axes.shape == (3, 3)  # indexed as designed, whatever the grid drawn
+
+
+def _figures():
+    """Figure 3 (a row of three), Figure 2 (a layout of its own), the sign map (colour bars) and notebook 05's
+    Figure 4 (a 3 x 3 grid with long titles), each drawn from small or committed data."""
+    from brorl_lib.theory import report as tr
+    from brorl_lib.verl_recipe import plots as verl_plots
+
+    cfg = tr.TheoryConfig()
+    example, tokens = tr.example_batch(cfg)
+    grid, points = tr.sign_map(cfg, example)
+    terms = tr.example_terms(example, cfg.eta)
+    fig4 = pd.read_csv(FIGURES_DIR / "fig4_verl_runs.csv")
+    return {
+        "fig3": lambda: simulator_plots.figure3(_runs()),
+        "fig2": lambda: theory_plots.figure2(tokens, terms, cfg.eta, example.n),
+        "sign_map": lambda: theory_plots.sign_map(grid, points),
+        "fig4_verl": lambda: verl_plots.figure4(fig4),
+    }
+
+
+def test_every_preset_draws_the_figures_legibly(tmp_path):
+    figures = _figures()
+    for style in _all_styles(tmp_path):
+        with styles.using(style):
+            for name, draw in figures.items():
+                fig = draw()
+                fit_texts(fig)
+                assert layout_problems(fig) == [], f"{name} in {style.label}"
+                em_in = style.font_pt / 72
+                w, h = fig.get_size_inches()
+                for ax in fig.axes:
+                    pos = ax.get_position()
+                    if not hasattr(ax, "_colorbar"):
+                        assert pos.width * w >= MIN_AXES_EM * em_in and pos.height * h >= MIN_AXES_EM * em_in
+                plt.close(fig)
+
+
+def test_layout_problems_finds_the_squeezed_figure_the_re_flow_avoids():
+    fig, axes = plt.subplots(1, 3, figsize=(3.25, 0.98), layout="constrained")  # width shrunk alone
+    for ax in axes:
+        ax.set_title("Correct prob. mass vs steps", loc="left")
+        ax.set_xlabel("Steps")
+        ax.set_ylabel("Probability mass")
+        ax.plot([0, 1000], [0.6, 0.65])
+    problems = layout_problems(fig)
+    assert any("overlap" in p or "too small" in p for p in problems)
+    plt.close(fig)
+
+
+def test_long_labels_are_broken_onto_lines_but_never_inside_math(tmp_path):
+    with styles.using(_narrow(tmp_path)):
+        fig, axes = new_figure("full", aspect=0.34, ncols=2)
+    label = r"$\log_{10}$ relative error of Theorem 1 (below $10^{-10}$: round-off, at left)"
+    axes[0].set_xlabel(label)
+    axes[1].set_ylabel(r"|exact $-$ Theorem 1| (resolved from round-off)")
+    fit_texts(fig)
+    assert axes[0].get_xlabel() != label and axes[0].get_xlabel().replace("\n", " ") == label
+    for text in (axes[0].get_xlabel(), axes[1].get_ylabel()):
+        assert all(line.count("$") % 2 == 0 for line in text.splitlines())
+    plt.close(fig)
+
+
+# --- one styled run, end to end ---
+def test_notebook_03_in_the_journal_style_with_svg_goes_to_its_own_folder(tmp_path, capfd):
+    out = tmp_path / "journal"
+    before = (FIGURES_DIR / manifest.MANIFEST_FILE).read_bytes()
+    argv = ["run", "03_paper_tables", "--style", "journal", "--svg", "--out", str(out)]
+    assert main([*argv, "-p", "max_rollouts", "256"]) == 0
+    printed = capfd.readouterr()
+    assert "a variant of the quick profile (max_rollouts=256)" in printed.out
+    assert "warning:" not in printed.out + printed.err  # no layout problem in any figure
+    entries = manifest.load(out)["artifacts"]
+    figures = sorted(f for f in entries if f.endswith(".svg"))
+    assert figures == ["fig1_score_vs_time.svg", "table2_pass_rate_model.svg", "table2_throughput_roofline.svg"]
+    for name in figures:
+        stem = name[:-4]
+        for suffix in (".pdf", ".png", ".svg"):
+            assert b"style journal" in (out / f"{stem}{suffix}").read_bytes()
+            assert entries[f"{stem}{suffix}"]["style"] == "journal"
+    # item 7 on the same run: the changed parameter makes the model's figure a variant, the paper's numbers stay
+    model = entries["table2_pass_rate_model.png"]
+    assert model["provenance"] == "variant"
+    assert model["variant"] == {"profile": "quick", "changed": {"max_rollouts": 256}}
+    assert "except max_rollouts=256" in model["caption"]
+    assert entries["fig1_score_vs_time.png"]["provenance"] == "reported" and "variant" not in entries["table3_math.md"]
+    table = (out / "table2_throughput_model.md").read_text()
+    assert "variant: the quick profile's parameters except max_rollouts=256" in table
+    assert (FIGURES_DIR / manifest.MANIFEST_FILE).read_bytes() == before
+    assert json.loads((out / manifest.MANIFEST_FILE).read_text())["schema"] == manifest.SCHEMA
+
+
+# --- an explorer's Save figure row ---
+def test_save_figure_in_an_explorer_re_draws_in_the_chosen_style(tmp_path):
+    from brorl_lib.core import controls
+    from brorl_lib.core.live import LiveFigure
+    from brorl_lib.simulator import explorer as sim_explorer
+    from brorl_lib.simulator import report as sr
+
+    def draw(params, progress):
+        fig, axes = new_figure("full", aspect=0.3, ncols=3)
+        for ax in axes:
+            ax.set_title("Correct prob. mass vs steps", loc="left")
+            ax.plot([0, 1], [0, params["_config"].lr])
+        return fig
+
+    base = sim_explorer.start_config(sr.SimulatorConfig())
+    cc = controls.ConfigControls(base, {"lr": {"low": 1e-4, "high": 1e-2, "log": True}})
+    live = LiveFigure(cc.all, cc.read, draw, name="v", provenance="scaled-down").show_first()
+    live.folder.value = str(tmp_path)
+    live.style.value = "jornal"
+    assert live.save() == [] and "style 'jornal' is not a preset" in html.unescape(live.message.value)
+    live.style.value, live.svg.value = "journal", True
+    files = live.save()
+    assert [f.name for f in files] == ["v.pdf", "v.png", "v.svg", "v.json"]
+    sidecar = json.loads(files[-1].read_text())
+    assert sidecar["style"] == "journal" and b"style journal" in files[0].read_bytes()
+    assert sidecar["provenance"] == "variant"  # the explorer's start is not a profile's parameters
+    assert live.figure.get_size_inches()[0] == styles.PAPER.full_in  # the figure on screen is untouched
