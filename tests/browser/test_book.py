@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import re
 import threading
 import urllib.error
@@ -21,7 +22,7 @@ from urllib.parse import urldefrag
 import pytest
 
 from brorl_lib.core import book
-from brorl_lib.core.paths import BUILD_DIR
+from brorl_lib.core.paths import BUILD_DIR, NOTEBOOKS_DIR
 
 playwright = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[dev]' installs playwright")
 pytestmark = pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # Sphinx 11's, in the theme's code
@@ -120,6 +121,18 @@ def _check_page(context, url: str, base: str, shot: Path | None = None) -> list[
         page.close()
 
 
+def _manifest_pngs() -> int:
+    """How many artifacts of figures/MANIFEST.json have a PNG: the gallery shows each one."""
+    return sum(Path(name).suffix == ".png" for name in book.manifest.load(book.FIGURES_DIR)["artifacts"])
+
+
+def _notebook_images(page: str) -> int:
+    """How many image outputs the committed notebook behind a book page has."""
+    notebook = json.loads((NOTEBOOKS_DIR / Path(page).with_suffix(".ipynb").name).read_text())
+    outputs = (out for cell in notebook["cells"] for out in cell.get("outputs", []))
+    return sum("image/png" in out.get("data", {}) for out in outputs)
+
+
 def test_book_pages_show_every_image_and_every_internal_link_resolves(site, browser):
     SHOTS.mkdir(parents=True, exist_ok=True)
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
@@ -128,11 +141,13 @@ def test_book_pages_show_every_image_and_every_internal_link_resolves(site, brow
         for name in PAGES:
             shot = SHOTS / f"book_{name.removesuffix('.html').replace('/', '_')}.png"
             problems += _check_page(context, site + name, site, shot)
-        images = sum(_fetch(site + name)[1].count("<img") for name in PAGES)
+        shown = {name: _fetch(site + name)[1].count("<img") for name in PAGES}
     finally:
         context.close()
     assert not problems, "\n".join(problems)
-    assert images >= 20, f"only {images} images on {PAGES}: the gallery or the notebook lost its figures"
+    expected = {"gallery.html": _manifest_pngs(), MATH_PAGE: _notebook_images(MATH_PAGE)}
+    lost = {name: (shown[name], want) for name, want in expected.items() if shown[name] < want}
+    assert not lost, f"pages showing fewer images than their sources have (shown, expected): {lost}"
 
 
 def test_gallery_lists_every_artifact_with_its_class_notebook_and_files(site):
