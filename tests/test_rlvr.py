@@ -377,6 +377,26 @@ def test_a_step_starts_on_policy_with_the_sampling_log_probs(tok, model, monkeyp
     assert (seen[1][0] - seen[1][1]).abs().max() > 1e-4  # the second mini-batch sees the updated policy
 
 
+def test_micro_batches_accumulate_the_same_update(tok, monkeypatch):
+    """Splitting a mini-batch into micro-batches (gradient accumulation weighted by tokens) changes speed and
+    memory, not the update: the same weights and gradient norm as one pass, to float precision."""
+    train, _ = tasks.make_split("spell_backward", 1, 20, 4, seed=0)
+    results = []
+    for micro in (1024, 3):
+        scripted(monkeypatch, [[MIXED] * 8])
+        policy = tiny.build_model(tiny.TinyModelShape(), tok, seed=0)
+        opt = torch.optim.AdamW(policy.parameters(), lr=1e-3)
+        step = StepSettings(n_rollouts=4, max_new_tokens=5, mini_batches=2, micro_batch=micro)
+        m = rl_step(policy, tok, opt, cycling(train)[0], 8, step, torch.Generator().manual_seed(0))
+        results.append((m["grad_norm"], [t.detach().clone() for t in policy.parameters()]))
+    (norm_one, one), (norm_micro, micro) = results
+    assert norm_micro == pytest.approx(norm_one, rel=1e-5)
+    for a, b in zip(one, micro, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)  # AdamW magnifies float noise in tiny gradients
+    with pytest.raises(ValueError, match="micro_batch"):
+        StepSettings(4, micro_batch=0)
+
+
 # --- arm design (paper §4.2.1, Table 1) and sample budgets ---
 ETA0 = 1e-6
 

@@ -31,6 +31,7 @@ class StepSettings:
     advantage_estimator: str = "reinforce_plus_plus_baseline"
     grad_clip: float = 1.0  # verl's default actor.grad_clip
     max_rounds: int = 1  # generation rounds per step (verl's max_num_gen_batches); 1: no refill
+    micro_batch: int = 1024  # rows per forward/backward pass within a mini-batch (memory and speed only, our choice)
 
     def __post_init__(self) -> None:
         check_int("n_rollouts", self.n_rollouts, low=2)
@@ -39,6 +40,7 @@ class StepSettings:
         check_int("mini_batches", self.mini_batches, low=1)
         check_positive("grad_clip", self.grad_clip)
         check_int("max_rounds", self.max_rounds, low=1)
+        check_int("micro_batch", self.micro_batch, low=1)
 
 
 def _rows(r: Rollouts, idx: torch.Tensor) -> Rollouts:
@@ -140,21 +142,24 @@ def rl_step(
     for chunk in torch.tensor_split(order, settings.mini_batches):
         if len(chunk) == 0:
             continue
-        part = _rows(kept, chunk)
-        lp = alg.response_log_probs(policy, part, settings.temperature)
-        loss, _ = alg.policy_loss(
-            old_lp[chunk],
-            lp,
-            adv[chunk],
-            part.response_mask,
-            settings.clip_low,
-            settings.clip_high,
-            settings.n_rollouts,
-        )
-        if ref_lp is not None and settings.kl_coef > 0:
-            loss = loss + settings.kl_coef * alg.kl_loss(lp, ref_lp[chunk], part.response_mask)
         optimizer.zero_grad()
-        loss.backward()
+        tokens = float(kept.response_mask[chunk].sum())
+        for micro in torch.split(chunk, settings.micro_batch):  # gradient accumulation, as verl's micro-batches
+            part = _rows(kept, micro)
+            lp = alg.response_log_probs(policy, part, settings.temperature)
+            loss, _ = alg.policy_loss(
+                old_lp[micro],
+                lp,
+                adv[micro],
+                part.response_mask,
+                settings.clip_low,
+                settings.clip_high,
+                settings.n_rollouts,
+            )
+            if ref_lp is not None and settings.kl_coef > 0:
+                loss = loss + settings.kl_coef * alg.kl_loss(lp, ref_lp[micro], part.response_mask)
+            # token-mean over the whole mini-batch: each micro-batch's token mean weighted by its share of tokens
+            (loss * (float(part.response_mask.sum()) / tokens)).backward()
         norms.append(float(torch.nn.utils.clip_grad_norm_(policy.parameters(), settings.grad_clip)))
         optimizer.step()
         metrics["updates"] += 1
