@@ -1065,6 +1065,15 @@ def test_a_phase2_change_keeps_the_plateaus_but_not_an_arm_run_with_other_settin
     assert snapshot(root) == before
 
 
+def test_the_micro_batch_is_not_part_of_a_folders_settings_but_the_update_is():
+    arm = ArmSettings("a", StepSettings(4, micro_batch=64), 4, 1e-3, 100, 0, 10, 0)
+    record = ex._as_record(arm)
+    assert "micro_batch" not in record["step"] and record["step"]["n_rollouts"] == arm.step.n_rollouts
+    other = dataclasses.replace(arm, step=dataclasses.replace(arm.step, micro_batch=8))
+    assert ex._as_record(other) == record
+    assert ex._as_record(dataclasses.replace(arm, step=dataclasses.replace(arm.step, n_rollouts=8))) != record
+
+
 # --- notebook 04's parameters ---
 def test_notebook_config_builds_the_experiment():
     defaults = LaptopRLVRConfig.defaults()

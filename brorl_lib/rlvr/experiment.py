@@ -296,7 +296,11 @@ def _claim(record_path: Path, record: dict, what: str) -> None:
 
 
 def _as_record(obj) -> dict:
-    return json.loads(json.dumps(asdict(obj)))
+    """The settings a folder's results depend on (``StepSettings.EXECUTION_ONLY`` left out), as JSON values."""
+    record = json.loads(json.dumps(asdict(obj)))
+    for key in StepSettings.EXECUTION_ONLY if isinstance(record.get("step"), dict) else ():
+        record["step"].pop(key)
+    return record
 
 
 # --- plateaus ---

@@ -33,6 +33,8 @@ class StepSettings:
     max_rounds: int = 1  # generation rounds per step (verl's max_num_gen_batches); 1: no refill
     micro_batch: int = 1024  # rows per forward/backward pass within a mini-batch (memory and speed only, our choice)
 
+    EXECUTION_ONLY = ("micro_batch",)  # how the update is computed, not which update: not part of a run's identity
+
     def __post_init__(self) -> None:
         check_int("n_rollouts", self.n_rollouts, low=2)
         check_positive("temperature", self.temperature)

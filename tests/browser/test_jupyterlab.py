@@ -166,12 +166,14 @@ def _serve(proc: subprocess.Popen, url: str, token: str, root: Path) -> str:
 
 
 def _wait_idle(page, timeout_s: float) -> None:
-    """Until every code cell has run: no '[*]' prompt left and the kernel idle."""
+    """Until every code cell has run (no '[*]' prompt left and the kernel idle), or the kernel is idle with an
+    error shown: a failed cell leaves the cells after it un-run, which waiting would not change."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         prompts = page.locator(".jp-CodeCell .jp-InputPrompt").all_inner_texts()
         pending = [t for t in prompts if "*" in t or t.strip() in ("[ ]:", "")]
-        if not pending and page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").count():
+        idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").count()
+        if idle and (not pending or not any("*" in t for t in prompts) and _errors(page)):
             return
         time.sleep(1)
     raise AssertionError(f"cells still running after {timeout_s} s: prompts {prompts}")
