@@ -25,6 +25,8 @@ from brorl_lib.core.plotting import (
     pt,
     save_figure,
 )
+from brorl_lib.rlvr import plots as rlvr_plots
+from brorl_lib.rlvr import report as rlvr_report
 from brorl_lib.simulator import plots as simulator_plots
 from brorl_lib.theory import plots as theory_plots
 
@@ -57,6 +59,57 @@ def _runs() -> pd.DataFrame:
                     }
                 )
     return pd.DataFrame(rows)
+
+
+def _rlvr_tables() -> dict[str, pd.DataFrame]:
+    """Notebook 04's multi-panel and legend-heavy figures' frames: two plateaus, three budgets, four candidates
+    with the paper profile's long names, five bands."""
+    budgets = (65536, 131072, 262144)
+    verdict = pd.DataFrame(
+        [
+            {"plateau": p, "arm": arm, "label": label, "comparison": comparison, "budget": b}
+            | {"delta_vs_prorl": d, "ci_low": d - 0.01, "ci_high": d + 0.01}
+            for p in (0, 1)
+            for arm, label, comparison in (
+                ("N512", "BroRL N=512", "rule lr"),
+                ("N512", "BroRL N=512", "best lr"),
+            )
+            for b, d in zip(budgets, (0.002, -0.004, 0.006))
+        ]
+    )
+    labels = rlvr_report.band_labels([1 / 16, 0.5])
+    bands = pd.DataFrame(
+        [
+            {"band": band, "arm": arm, "label": label, "instances": 100 * (k + 1)}
+            | {"delta_vs_prorl": 0.01 * k, "ci_low": 0.01 * k - 0.02, "ci_high": 0.01 * k + 0.02}
+            for k, band in enumerate(labels)
+            for arm, label in (("N16", "ProRL N=16"), ("N512", "BroRL N=512"))
+        ]
+    )
+    screen = pd.DataFrame(
+        {
+            "candidate": [
+                "spell_backward:6@128x3",
+                "arithmetic:2@128x3",
+                "spell_backward:6+arithmetic:2@128x3",
+                "spell_backward:6+arithmetic:3@128x3",
+            ],
+            "plateau_pass1": [0.89, 0.02, 0.45, 0.40],
+            "low_q_share": [0.03, 0.36, 0.15, 0.20],
+            "share_negative_n16": [0.0, 0.004, 0.001, 0.0],
+            "chosen": [False, False, True, False],
+        }
+    )
+    steps = np.arange(0, 400, 10)
+    curve = pd.concat(
+        [
+            pd.DataFrame({"step": steps, "pass1": 0.3 + 0.2 * (1 - np.exp(-steps / 100)) + 0.01 * p, "se": 0.01})
+            .assign(smoothed=lambda d: d["pass1"].rolling(8).mean(), plateau=(steps == 390).astype(int))
+            .assign(plateau_seed=p)
+            for p in (0, 1)
+        ]
+    )
+    return {"verdict": verdict, "bands": bands, "screen": screen, "phase1": curve}
 
 
 # --- presets and style files ---
@@ -209,8 +262,9 @@ def test_three_panels_become_two_plus_one_in_the_journal_and_a_stack_in_one_colu
 
 
 def _figures():
-    """Figure 3 (a row of three), Figure 2 (a layout of its own), the sign map (colour bars) and notebook 05's
-    Figure 4 (a 3 x 3 grid with long titles), each drawn from small or committed data."""
+    """Figure 3 (a row of three), Figure 2 (a layout of its own), the sign map (colour bars), notebook 05's
+    Figure 4 (a 3 x 3 grid with long titles) and notebook 04's screen, phase 1, bands and Δ-against-budget
+    (a row of plateaus with a legend outside), each drawn from small or committed data."""
     from brorl_lib.theory import report as tr
     from brorl_lib.verl_recipe import plots as verl_plots
 
@@ -219,11 +273,16 @@ def _figures():
     grid, points = tr.sign_map(cfg, example)
     terms = tr.example_terms(example, cfg.eta)
     fig4 = pd.read_csv(FIGURES_DIR / "fig4_verl_runs.csv")
+    rlvr = _rlvr_tables()
     return {
         "fig3": lambda: simulator_plots.figure3(_runs()),
         "fig2": lambda: theory_plots.figure2(tokens, terms, cfg.eta, example.n),
         "sign_map": lambda: theory_plots.sign_map(grid, points),
         "fig4_verl": lambda: verl_plots.figure4(fig4),
+        "laptop_rlvr_delta_vs_budget": lambda: rlvr_plots.delta_vs_budget(rlvr["verdict"]),
+        "laptop_rlvr_bands": lambda: rlvr_plots.bands(rlvr["bands"]),
+        "laptop_rlvr_screen": lambda: rlvr_plots.screen(rlvr["screen"], (0.35, 0.85), 0.10),
+        "laptop_rlvr_phase1": lambda: rlvr_plots.phase1(rlvr["phase1"]),
     }
 
 

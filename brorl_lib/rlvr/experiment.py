@@ -20,6 +20,7 @@ plateau is also the plateau's confirmation: ProRL continued for phase 2's sample
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import shutil
@@ -237,12 +238,19 @@ def check_run(settings: ExperimentSettings, seeds: list[int]) -> None:
 # --- data ---
 
 
+@functools.cache
+def _task_split(task: str, level: int, n_train: int, n_held: int) -> tuple[tuple, tuple]:
+    """``tasks.make_split`` (seconds per task) once per process: training and held-out instances, as tuples."""
+    train, held = tasks.make_split(task, level, n_train, n_held, SPLIT_SEED)
+    return tuple(train), tuple(held)
+
+
 def split(settings: ExperimentSettings, candidate: Candidate):
     """Training, held-out test and validation instances of every task of a candidate (seed 0), disjoint."""
     train, test, val = [], [], []
     for t, level in zip(candidate.tasks, candidate.difficulties):
         try:
-            tr, held = tasks.make_split(t, level, settings.n_train, settings.n_test + settings.n_val, SPLIT_SEED)
+            tr, held = _task_split(t, level, settings.n_train, settings.n_test + settings.n_val)
         except ValueError as err:  # make_split sees test and validation as one held-out set: name both
             if "too few distinct" not in str(err):
                 raise
@@ -560,39 +568,21 @@ def collect(settings: ExperimentSettings, seeds: list[int], runs_dir: Path) -> p
     seed, arm (its key), label, role, N, prompts, lr, lr_factor and run_arm's metrics."""
     root = Path(runs_dir)
     candidate = settings.chosen(root)
-    frames = []
-    for p in settings.plateau_seeds:
-        path = plateau_folder(root, candidate, p) / PHASE1 / "metrics.csv"
-        if path.exists():
-            frames.append(
-                pd.read_csv(path).assign(
-                    plateau=p,
-                    phase=1,
-                    seed=p,
-                    arm=PHASE1,
-                    label="phase 1 (ProRL N=16)",
-                    role="phase 1",
-                    N=BASE_N,
-                    prompts=settings.phase1_prompts,
-                    lr=settings.design.base_lr,
-                    lr_factor=1.0,
-                )
-            )
-    for p, arm, seed in plan(settings, seeds, root):
-        path = arm_folder(root, candidate, p, arm, seed) / "metrics.csv"
-        if path.exists():
-            frames.append(
-                pd.read_csv(path).assign(
-                    plateau=p,
-                    phase=2,
-                    seed=seed,
-                    arm=arm.key,
-                    label=arm.label,
-                    role=arm.role,
-                    N=arm.n,
-                    prompts=arm.prompts,
-                    lr=arm.lr,
-                    lr_factor=arm.lr_factor,
-                )
-            )
+    runs = [
+        (
+            plateau_folder(root, candidate, p) / PHASE1,
+            dict(plateau=p, phase=1, seed=p, arm=PHASE1, label="phase 1 (ProRL N=16)", role="phase 1", N=BASE_N)
+            | dict(prompts=settings.phase1_prompts, lr=settings.design.base_lr, lr_factor=1.0),
+        )
+        for p in settings.plateau_seeds
+    ]
+    runs += [
+        (
+            arm_folder(root, candidate, p, arm, seed),
+            dict(plateau=p, phase=2, seed=seed, arm=arm.key, label=arm.label, role=arm.role, N=arm.n)
+            | dict(prompts=arm.prompts, lr=arm.lr, lr_factor=arm.lr_factor),
+        )
+        for p, arm, seed in plan(settings, seeds, root)
+    ]
+    frames = [pd.read_csv(f / "metrics.csv").assign(**labels) for f, labels in runs if (f / "metrics.csv").exists()]
     return pd.concat(frames, ignore_index=True)

@@ -9,6 +9,7 @@ import pandas as pd
 
 from brorl_lib.core.plotting import PALETTE, new_figure, pt
 from brorl_lib.core.precision import rounded_inputs
+from brorl_lib.rlvr.report import BASELINE
 
 ROLE_STYLE = {"paper": "-", "dose": "-.", "ablation": "--", "control": ":", "pilot": (0, (1, 2))}
 
@@ -72,7 +73,7 @@ def screen(table: pd.DataFrame, pass1_range: tuple[float, float], min_low_q: flo
 def delta_vs_budget(verdict: pd.DataFrame) -> plt.Figure:
     """Each arm's difference in held-out pass@1 to ProRL against the sample budget, one panel per plateau, with
     95% intervals across seeds (the last budget is the verdict's endpoint)."""
-    rows = verdict[(verdict.arm != "N16") & verdict.delta_vs_prorl.notna()]
+    rows = verdict[(verdict.arm != BASELINE) & verdict.delta_vs_prorl.notna()]
     plateaus = sorted(rows["plateau"].unique())
     fig, axes = new_figure("full", aspect=0.3, ncols=max(1, len(plateaus)), squeeze=False)
     for ax, p in zip(axes[0], plateaus):
@@ -107,7 +108,7 @@ def bands(table: pd.DataFrame) -> plt.Figure:
     fig, ax = new_figure("column")
     ax.axhline(0, color="0.5", lw=0.7)
     order = list(dict.fromkeys(table["band"]))
-    arms = [a for a in dict.fromkeys(table["arm"]) if a != "N16"]
+    arms = [a for a in dict.fromkeys(table["arm"]) if a != BASELINE]
     width = 0.8 / max(1, len(arms))
     for k, (colour, arm) in enumerate(zip(PALETTE[1:], arms)):
         g = table[table.arm == arm].set_index("band").reindex(order)
