@@ -133,9 +133,9 @@ def overlay(run: report.Run, labels: list[str], seeds: list[int], plateau_seed: 
     return fig
 
 
-def runs_explorer(paper: LaptopRLVRConfig | None = None) -> LiveFigure:
-    """Overlay the committed runs (or ``paper``'s): which plateau, arms and seeds. A ValueError saying what is
-    missing while the run has no finished plateau or no phase-2 run."""
+def runs_explorer(paper: LaptopRLVRConfig | None = None, note: str = "") -> LiveFigure:
+    """Overlay the committed runs (or ``paper``'s): which plateau, arms and seeds; ``note`` ends its title. A
+    ValueError saying what is missing while the run has no finished plateau or no phase-2 run."""
     run = committed_run() if paper is None else read_run(paper)
     metrics = run.metrics
     order = report.arm_order(metrics)
@@ -159,7 +159,7 @@ def runs_explorer(paper: LaptopRLVRConfig | None = None) -> LiveFigure:
         name="laptop_rlvr_runs_view",
         provenance=PROVENANCE,
         caption="Laptop-scale runs: held-out pass@1 per arm at each sample budget, mean over the chosen seeds",
-        title=f"The runs in {shown_path(run.root)} ({run.candidate.spec})",
+        title=f"The runs in {shown_path(run.root)} ({run.candidate.spec}){note}",
     ).show_first()
 
 
@@ -344,7 +344,7 @@ def explore(cfg: LaptopRLVRConfig) -> w.Widget:
     if unfinished(committed_config()) is None:
         runs, first = runs_explorer, "committed runs"
     else:
-        runs, first = (lambda: runs_explorer(cfg)), "this notebook's runs (the committed ones are unfinished)"
+        runs, first = (lambda: runs_explorer(cfg, ": the committed runs are unfinished")), "this notebook's runs"
     tabs = w.Tab([_tab(runs), _tab(lambda: live_explorer(cfg))])
     for i, title in enumerate((first, "live run")):
         tabs.set_title(i, title)
