@@ -862,14 +862,15 @@ def test_a_phase1_cut_before_its_record_tests_first_and_recovers_a_cut_checkpoin
 def test_every_phase2_run_spends_its_budget_in_refilled_steps_of_its_designed_shape(tiny_run):
     settings, root, metrics = tiny_run
     planned = [(p, a.key, s) for p, a, s in ex.plan(settings, SEEDS, root)]
-    grid = [(0, k, 0) for k in TINY_ARMS]
+    main = [(0, k, s) for s in SEEDS for k in ("N16", "N64")]  # seeds before the grid's arms
+    grid = [(0, k, 0) for k in ("N16_lr2x", "N64_lr2x")]
     tuned = []
     for arm in ex.paper_arms(settings):
         factor = ex.best_factor(root, settings.chosen(root), 0, arm, settings.design, SEEDS[0])
         assert factor in (1.0, 2.0)
         tuned += [(0, f"{arm.key}_lr2x", 1)] if factor == 2.0 else []
     further = [(1, k, s) for s in SEEDS for k in ("N16", "N64")]
-    assert planned == grid + [(0, "N16", 1), (0, "N64", 1)] + tuned + further
+    assert planned == main + further + grid + tuned  # seeds and plateaus before the grid's arms
     phase2 = metrics[metrics.phase == 2]
     assert sorted(set(zip(phase2.plateau, phase2.arm, phase2.seed))) == sorted(planned)
     last = settings.budgets[-1]

@@ -505,27 +505,27 @@ def tuned_arm(settings: ExperimentSettings, arm, factor: float):
 
 
 def plan(settings: ExperimentSettings, seeds: list[int], root: Path) -> list[tuple[int, arm_design.Arm, int]]:
-    """(plateau seed, arm, seed) in the order they run: at the main plateau, the first seed's arms and the
-    learning-rate grid, then seed by seed the arms and the grid's best (once the grid has finished); then the
-    further plateaus' ProRL and BroRL under the first second_plateau_seeds seeds."""
+    """(plateau seed, arm, seed) in the order they run: at the main plateau every seed's arms; the further
+    plateaus' ProRL and BroRL under the first second_plateau_seeds seeds; then the learning-rate grid under the
+    first seed and the grid's best under the other seeds (once the grid has finished). Seeds and plateaus come
+    before the grid's arms, so a run cut short for time lacks arms, not seeds."""
     main_plateau, design = settings.plateau_seeds[0], settings.design
     candidate = settings.chosen(root)
-    out = [(main_plateau, a, seeds[0]) for a in arm_design.main_arms(design)]
+    out = [(main_plateau, a, seed) for seed in seeds for a in arm_design.main_arms(design)]
+    for p in settings.plateau_seeds[1:]:
+        out += [(p, a, s) for s in seeds[: settings.second_plateau_seeds] for a in paper_arms(settings)]
     out += [(main_plateau, a, seeds[0]) for a in arm_design.pilot_arms(design)]
     for seed in seeds[1:]:
-        out += [(main_plateau, a, seed) for a in arm_design.main_arms(design)]
         for arm in paper_arms(settings) if design.lr_pilot_factors else []:
             factor = best_factor(root, candidate, main_plateau, arm, design, seeds[0])
             if factor is not None and factor != 1.0:
                 out.append((main_plateau, tuned_arm(settings, arm, factor), seed))
-    for p in settings.plateau_seeds[1:]:
-        out += [(p, a, s) for s in seeds[: settings.second_plateau_seeds] for a in paper_arms(settings)]
     return out
 
 
 def run(settings: ExperimentSettings, seeds: list[int], runs_dir: Path, progress: bool = True) -> pd.DataFrame:
-    """The screen, the chosen configuration's plateaus and their measures, then every phase-2 run (``plan``);
-    returns all metrics (``collect``)."""
+    """The screen, then per plateau its phase 1, its measures and its arms (no grid); then the learning-rate grid
+    and its best (``plan``); returns all metrics (``collect``)."""
     check_run(settings, seeds)
     root = Path(runs_dir)
     for c in settings.candidates:
@@ -537,25 +537,24 @@ def run(settings: ExperimentSettings, seeds: list[int], runs_dir: Path, progress
     for p in settings.plateau_seeds:
         train_plateau(settings, candidate, p, root, settings.phase1_max_steps, progress)
         plateau_measures(settings, candidate, p, root)
-        if p == settings.plateau_seeds[0]:
-            _phase2(settings, seeds, root, candidate, progress, main=True)
-    _phase2(settings, seeds, root, candidate, progress, main=False)
+        _phase2(settings, seeds, root, candidate, progress, lambda q, arm, p=p: q == p and arm.role != "pilot")
+    _phase2(settings, seeds, root, candidate, progress, lambda q, arm: True)
     return collect(settings, seeds, root)
 
 
-def _phase2(settings, seeds, root, candidate, progress: bool, main: bool) -> None:
+def _phase2(settings, seeds, root, candidate, progress: bool, stage) -> None:
+    """Every planned run that ``stage(plateau seed, arm)`` selects and that has not finished, in plan order."""
     # a finished run is skipped below, so check here that every started one was run with these settings
     for p, a, s in plan(settings, seeds, root):
         record = arm_folder(root, candidate, p, a, s) / "arm.json"
-        if (p == settings.plateau_seeds[0]) == main and record.exists():
+        if stage(p, a) and record.exists():
             _claim(record, _as_record(arm_settings(settings, a, s)), "an arm")
     # the plan grows as the grid finishes: re-read it after every run
     while True:
         todo = [
             (p, a, s)
             for p, a, s in plan(settings, seeds, root)
-            if (p == settings.plateau_seeds[0]) == main
-            and not (arm_folder(root, candidate, p, a, s) / FINAL_EVAL).exists()
+            if stage(p, a) and not (arm_folder(root, candidate, p, a, s) / FINAL_EVAL).exists()
         ]
         if not todo:
             return

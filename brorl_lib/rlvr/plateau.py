@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from brorl_lib.core import atomic, stats
 from brorl_lib.rlvr import mass_balance, warm_start
@@ -107,18 +108,23 @@ def phase1(
         if record["plateau"] or record["step"] >= max_steps:
             return record
         record_path.unlink()  # capped earlier (the screen's short phase 1): train on
+    bar = tqdm(total=max_steps, desc=arm.name, disable=not progress, unit="steps")  # its sample budget is unbounded
     while True:
         # test before training: a phase 1 cut after its last chunk but before its record must not train past it
         recover_checkpoint(folder / CHECKPOINT)
         state = folder / CHECKPOINT / "state.json"
         done = json.loads(state.read_text())["step"] if state.exists() else 0
+        bar.update(done - bar.n)
         test_result = smoothed_rise(folder, rule, upto=done)
+        if test_result:
+            bar.set_postfix(pass1=f"{test_result['smoothed_pass1']:.3f}", rise=f"{test_result['rise']:+.4f}")
         if (test_result and test_result["plateau"]) or done >= max_steps:
+            bar.close()
             record = {"step": done, "cap": max_steps, **(test_result or {"plateau": False})}
             atomic.write_text(record_path, json.dumps(record, indent=2))
             return record
         chunk = min(arm.eval_every, max_steps - done)
-        run_arm(start, train, test, arm, folder, protocol, max_steps=chunk, progress=progress, device=device)
+        run_arm(start, train, test, arm, folder, protocol, max_steps=chunk, progress=False, device=device)
 
 
 def low_q_share(
