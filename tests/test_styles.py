@@ -261,10 +261,26 @@ def test_three_panels_become_two_plus_one_in_the_journal_and_a_stack_in_one_colu
     assert axes.shape == (3, 3)  # indexed as designed, whatever the grid drawn
 
 
+def _fig4_points() -> pd.DataFrame:
+    """Notebook 05's Figure 4 points for all nine panels (no run at the paper's scale is committed)."""
+    from brorl_lib.paper import reported
+
+    tasks = reported.load("figure4_tasks")["task"]
+    return pd.DataFrame(
+        [
+            {"task": t, "method": m, "hours": h, "step": h, "pass_at_1": 0.3 + 0.001 * h, "source": "run r"}
+            for t in tasks
+            for m in ("ProRL", "BroRL")
+            for h in (0, 60, 120)
+        ]
+    )
+
+
 def _figures():
     """Figure 3 (a row of three), Figure 2 (a layout of its own), the sign map (colour bars), notebook 05's
-    Figure 4 (a 3 x 3 grid with long titles) and notebook 04's screen, phase 1, bands and Δ-against-budget
-    (a row of plateaus with a legend outside), each drawn from small or committed data."""
+    Figure 4 (a 3 x 3 grid with long titles) and CPU run (a row with a legend below), and notebook 04's screen,
+    phase 1, bands and Δ-against-budget (a row of plateaus with a legend outside), each drawn from small or
+    committed data."""
     from brorl_lib.theory import report as tr
     from brorl_lib.verl_recipe import plots as verl_plots
 
@@ -272,13 +288,15 @@ def _figures():
     example, tokens = tr.example_batch(cfg)
     grid, points = tr.sign_map(cfg, example)
     terms = tr.example_terms(example, cfg.eta)
-    fig4 = pd.read_csv(FIGURES_DIR / "fig4_verl_runs.csv")
+    fig4 = _fig4_points()
+    verl_cpu = pd.read_csv(FIGURES_DIR / "verl_cpu_run.csv")
     rlvr = _rlvr_tables()
     return {
         "fig3": lambda: simulator_plots.figure3(_runs()),
         "fig2": lambda: theory_plots.figure2(tokens, terms, cfg.eta, example.n),
         "sign_map": lambda: theory_plots.sign_map(grid, points),
         "fig4_verl": lambda: verl_plots.figure4(fig4),
+        "verl_cpu_run": lambda: verl_plots.cpu_run(verl_cpu),
         "laptop_rlvr_delta_vs_budget": lambda: rlvr_plots.delta_vs_budget(rlvr["verdict"]),
         "laptop_rlvr_bands": lambda: rlvr_plots.bands(rlvr["bands"]),
         "laptop_rlvr_screen": lambda: rlvr_plots.screen(rlvr["screen"], (0.35, 0.85), 0.10),

@@ -7,8 +7,11 @@ import types
 
 import pytest
 import torch
+from transformers import AutoTokenizer
+from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+from verl.utils.tokenizer import continuous_token_wiring
 
-from brorl_lib.verl_recipe import guard, record
+from brorl_lib.verl_recipe import configs, guard, record, tokenizer_fallback
 from brorl_lib.verl_recipe.cpu import plugin, profile, rollout, tiny_model
 from brorl_lib.verl_recipe.cpu.platform import CPUDeviceModule, CPUPlatform
 
@@ -71,46 +74,93 @@ def test_cpu_arms_follow_the_papers_prompt_ratio_and_lr_rule():
     assert lr["brorl"] / lr["prorl"] == pytest.approx(ratio**0.5)
 
 
-class FakeBuffer:
-    """What guard.bounded needs of verl's ReplayBuffer: a refill that never yields a full batch."""
+def bounded_buffer(max_rounds: int, refill) -> guard.BoundedReplayBuffer:
+    """The guard as verl's _build_replay_buffer makes a custom sampler: its kwargs, the recipe's sampler_kwargs."""
+    return guard.BoundedReplayBuffer(
+        trainer_mode="sync",
+        trainer_config={},
+        max_off_policy_threshold=None,
+        max_off_policy_strategy="drop",
+        sampler_kwargs={"filter_groups_metric": "acc", "max_num_gen_batches": max_rounds, "train_batch_size": 4},
+        refill_fn=refill,
+    )
 
-    filter_groups_metric = "acc"
-    train_batch_size = 4
 
-    def __init__(self):
-        self.refilled = 0
-        self.refill_fn = self._refill
+def test_guard_is_verls_buffer_with_the_settings_verl_gives_its_own():
+    buf = bounded_buffer(3, lambda n: None)
+    assert isinstance(buf, ReplayBuffer)
+    assert (buf.filter_groups_metric, buf.train_batch_size, buf.gen_batch_size) == ("acc", 4, 1)
+    assert buf.max_inflight_gen_batches == 1 and buf.sampler_kwargs == {}
 
-    def _refill(self, count):
-        self.refilled += count
 
-    def sample(self, global_steps, partition_id, batch_size):
-        while True:  # verl 0.9.1: refills until the batch is full, however long that takes
+def test_guard_stops_dynamic_sampling_after_the_round_cap(monkeypatch):
+    refilled = []
+    buf = bounded_buffer(3, refilled.append)
+    original = buf.refill_fn
+
+    def never_full(self, global_steps, partition_id, batch_size):  # verl 0.9.1 refills until the batch is full
+        while True:
             self.refill_fn(2)
 
-
-def test_guard_stops_dynamic_sampling_after_the_round_cap():
-    buf = FakeBuffer()
-    bounded = guard.bounded(FakeBuffer.sample, 3, "acc")
+    monkeypatch.setattr(ReplayBuffer, "sample", never_full)
     with pytest.raises(guard.DynamicSamplingExhausted, match="max_num_gen_batches=3"):
-        bounded(buf, 1, "train", 4)
-    assert buf.refilled == 2 * buf.train_batch_size  # rounds 2 and 3; the first round is the step's own
-    assert buf.refill_fn == buf._refill  # restored
+        buf.sample(1, "train", 4)
+    assert sum(refilled) == 2 * buf.train_batch_size  # rounds 2 and 3; the first round is the step's own
+    assert buf.refill_fn is original  # restored
 
 
-def test_guard_leaves_validation_alone():
-    buf = FakeBuffer()
-    buf.sample = lambda *a: "validated"
-    assert guard.bounded(lambda self, *a: "validated", 1, "acc")(buf, 1, "val", 4) == "validated"
+def test_guard_leaves_validation_and_unbounded_runs_alone(monkeypatch):
+    monkeypatch.setattr(ReplayBuffer, "sample", lambda self, *a: "verl's sample")
+    assert bounded_buffer(1, lambda n: None).sample(1, "val", 4) == "verl's sample"
+    assert bounded_buffer(0, lambda n: None).sample(1, "train", 4) == "verl's sample"
 
 
-def test_tokenizer_carries_the_chat_template_tokens():
+def test_recipe_hands_the_guard_the_keys_verl_reads():
+    cfg = configs.compose(record.cpu_arm_overrides("prorl"))
+    sampler = cfg.trainer.v1.sampler
+    assert sampler.custom_sampler.path == configs.SAMPLER_PATH == f"pkg://{guard.__name__}"
+    assert sampler.custom_sampler.name == guard.BoundedReplayBuffer.__name__
+    assert dict(sampler.sampler_kwargs) == {
+        "filter_groups_metric": cfg.algorithm.filter_groups.metric,
+        "max_num_gen_batches": cfg.algorithm.filter_groups.max_num_gen_batches,
+        "train_batch_size": cfg.data.train_batch_size,
+    }
+
+
+def test_tokenizer_is_deepseek_r1_distill_style():
     tok = tiny_model.build_tokenizer()
-    assert len(tok.encode("\n", add_special_tokens=False)) == 1
-    assert tok.convert_tokens_to_ids(tiny_model.IM_END) == tok.eos_token_id
-    text = tiny_model.prompt_text(tok, [{"role": "user", "content": "Who? é"}])
-    assert text.endswith("<|im_start|>assistant\n")
+    assert not tokenizer_fallback.has_token(tok, "<|im_end|>") and not tokenizer_fallback.has_token(tok, "<|im_start|>")
+    assert tok.eos_token == tiny_model.EOS == tokenizer_fallback.DEEPSEEK_EOS and tok.bos_token == tiny_model.BOS
+    text = tiny_model.prompt_text(tok, [{"role": "system", "content": "S"}, {"role": "user", "content": "Who? é"}])
+    assert text == f"{tiny_model.BOS}S{tiny_model.USER}Who? é{tiny_model.ASSISTANT}<think>\n"
     assert tok.decode(tok(text, add_special_tokens=False)["input_ids"]) == text
+
+
+def test_verl_cannot_build_the_tiny_models_tokenizer_without_the_fallback(tmp_path):
+    built = tiny_model.build_tokenizer()
+    tiny_model.save_tokenizer(built, tmp_path)
+    tiny_model.TinyShape().config(built).save_pretrained(tmp_path)  # config.json: model_type qwen2
+    tok = AutoTokenizer.from_pretrained(tmp_path)  # as verl loads it from the model folder
+    assert tok.unk_token is None and not tokenizer_fallback.has_token(tok, "<|im_end|>")
+    create = continuous_token_wiring.create_continuous_token_builder
+    unpatched = getattr(create, "__wrapped__", create)
+    with pytest.raises(ValueError, match="im_end"):
+        unpatched(tok, hf_model_type="qwen2")
+    assert type(tokenizer_fallback.build_builder(tok, "qwen2")).__name__ == "DeepSeekContinuousTokenBuilder"
+
+
+def test_fallback_leaves_chatml_tokenizers_and_other_models_alone():
+    tok = tiny_model.build_tokenizer()
+    tok.add_special_tokens({"additional_special_tokens": ["<|im_end|>"]})
+    assert tokenizer_fallback.fallback_family(tok, "qwen2") is None  # ChatML present: verl's Qwen builder
+    assert tokenizer_fallback.fallback_family(tiny_model.build_tokenizer(), "llama") is None
+
+
+def test_fallback_targets_match_the_pinned_verl(monkeypatch):
+    tokenizer_fallback.check_targets()
+    monkeypatch.setattr(tokenizer_fallback, "TARGETS", ((tokenizer_fallback.WIRING, "no such line"),))
+    with pytest.raises(RuntimeError, match="no such line"):
+        tokenizer_fallback.check_targets()
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +170,7 @@ def server(tmp_path_factory):
     model = tiny_model.Qwen2ForCausalLM(tiny_model.TinyShape(max_positions=64).config(tok))
     path = tmp_path_factory.mktemp("tiny")
     model.save_pretrained(path)
-    tok.save_pretrained(path)
+    tiny_model.save_tokenizer(tok, path)
     cfg = types.SimpleNamespace(prompt_length=16, response_length=6, get=lambda k, d=None: d)
     return rollout.HFServer(cfg, types.SimpleNamespace(local_path=str(path), path=str(path)))
 

@@ -10,6 +10,7 @@ import os
 import re
 import shlex
 import subprocess
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -47,6 +48,7 @@ def notebook_params(**changes) -> dict:
         math_dataset="",
         stem_dataset="",
         code_dataset="",
+        instruction_dataset="",
         dataset_train_count=0,
         dataset_val_count=64,
         seed=0,
@@ -248,6 +250,7 @@ def test_both_arms_compose_validate_and_differ_exactly_where_they_should(compose
         "actor_rollout_ref.actor.rollout_n",
         "actor_rollout_ref.ref.rollout_n",
         "critic.rollout_n",  # interpolations of rollout.n
+        "trainer.v1.sampler.sampler_kwargs.train_batch_size",  # the guard's copy of data.train_batch_size
         "actor_rollout_ref.actor.ppo_mini_batch_size",
         "critic.ppo_mini_batch_size",
         "actor_rollout_ref.actor.optim.lr",
@@ -320,7 +323,7 @@ def test_execute_on_a_machine_without_gpus_stops_before_building(tmp_path):
     (model / "config.json").write_text("{}")
     with pytest.raises(ValueError, match="work_dir='' is not allowed when execute=True"):
         report.VerlTrainingConfig(**notebook_params(execute=True, model_path=str(model)))
-    with pytest.raises(ValueError, match="execute=True is not allowed here: this node has 0 CUDA GPU"):
+    with pytest.raises(ValueError, match="execute=True is not allowed here: .*gpu: this node has 0 CUDA GPU"):
         report.VerlTrainingConfig(**notebook_params(execute=True, model_path=str(model), work_dir=str(tmp_path)))
     assert not (report.RUNS_DIR / "brorl-repro").exists()
 
@@ -378,11 +381,13 @@ def test_a_list_where_a_path_or_name_is_expected_is_refused(name):
 
 
 # --- launch script ---
-def test_launch_script_resumes_into_a_fresh_log_segment_each_time(arms, cluster, tmp_path):
+def test_launch_script_trains_in_stops_and_resumes_into_a_fresh_log_segment_each_time(arms, cluster, tmp_path):
     arm_dir, repo = tmp_path / "run" / "brorl", tmp_path / "repo"
     repo.mkdir()
-    ov = configs.overrides(arms["brorl"], arms["prorl"], cluster)
-    text = launch.script_text(arms["brorl"], cluster, ov, arm_dir, repo)
+    arm = configs.Arm("brorl", 512, 128, 150)  # stops at Table 1's 107 and 134, then its own last step
+    assert launch.stops(arm) == [107, 134, 150] and launch.stops(arms["brorl"]) == [107, 134, 191]
+    ov = configs.overrides(arm, arms["prorl"], cluster)
+    text = launch.script_text(arm, cluster, ov, arm_dir, repo)
     for o in ov:
         assert shlex.quote(o) in text
     for needed in (
@@ -397,26 +402,41 @@ def test_launch_script_resumes_into_a_fresh_log_segment_each_time(arms, cluster,
         assert needed in text
     script = tmp_path / "launch.sh"
     script.write_text(text)
-    # a stand-in interpreter records what it was given, and writes a log line as verl's file logger would
+    # a stand-in interpreter records what it was given, writes a log line as verl's file logger would, and
+    # checkpoints the run's last step as verl does (the last of repeated Hydra overrides wins)
     fake = tmp_path / "fake_python.sh"
     fake.write_text(
         '#!/usr/bin/env bash\nprintf "%s\\n" "$@" > "$VERL_FILE_LOGGER_PATH.args"\n'
+        'for a in "$@"; do case "$a" in trainer.total_training_steps=*) last=${a#*=};; '
+        "trainer.default_local_dir=*) ckpt=${a#*=};; esac; done\n"
+        'mkdir -p "$ckpt" && echo "$last" > "$ckpt/latest_checkpointed_iteration.txt"\n'
         'echo \'{"step": 1, "data": {}}\' > "$VERL_FILE_LOGGER_PATH"\necho "python ran"\n'
     )
     fake.chmod(0o755)
-    lines = []
     env = {**os.environ, "PYTHON": str(fake)}
-    for _ in range(2):
-        out = subprocess.run(
-            ["bash", str(script), "trainer.total_training_steps=3"], env=env, capture_output=True, text=True, check=True
-        )
-        lines += out.stdout.splitlines()
-    assert sorted(p.name for p in (arm_dir / "logs").glob("*.jsonl")) == ["segment_000.jsonl", "segment_001.jsonl"]
-    args = (arm_dir / "logs" / "segment_001.jsonl.args").read_text().splitlines()
-    assert args[:2] == ["-m", "verl.trainer.main_ppo"] and args[-1] == "trainer.total_training_steps=3"
-    assert f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH='{arm_dir}/logs/segment_001.jsonl'" in args
-    assert args[2 : 2 + len(ov)] == ov
+    marker = Path(cluster.checkpoint_dir) / "brorl" / "latest_checkpointed_iteration.txt"
+    marker.unlink(missing_ok=True)
+
+    def run(*extra: str) -> list[str]:
+        out = subprocess.run(["bash", str(script), *extra], env=env, capture_output=True, text=True, check=True)
+        return out.stdout.splitlines()
+
+    lines = run()  # one launch of verl per stop
+    segments = sorted((arm_dir / "logs").glob("*.jsonl"))
+    assert [p.name for p in segments] == [f"segment_{i:03d}.jsonl" for i in range(3)]
+    steps = [(p.parent / f"{p.name}.args").read_text().splitlines() for p in segments]
+    assert [a[2 + len(ov)] for a in steps] == [f"trainer.total_training_steps={s}" for s in (107, 134, 150)]
+    assert steps[1][:2] == ["-m", "verl.trainer.main_ppo"] and steps[1][2 : 2 + len(ov)] == ov
+    assert (
+        f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH='{arm_dir}/logs/segment_001.jsonl'"
+        in (steps[1])
+    )
     assert "python ran" in (arm_dir / "console.log").read_text() and any("segment 1" in ln for ln in lines)
+    assert run() == [] and len(list((arm_dir / "logs").glob("*.jsonl"))) == 3  # every stop checkpointed
+    marker.write_text("120\n")  # a crash after checkpoint 120: the relaunch resumes towards 134, then 150
+    lines = run("trainer.save_freq=5")
+    args = (arm_dir / "logs" / "segment_004.jsonl.args").read_text().splitlines()
+    assert any("steps 120 to 134, segment 3" in ln for ln in lines) and args[-1] == "trainer.save_freq=5"
 
 
 # --- logs to tables and figures ---
@@ -490,6 +510,9 @@ def test_logs_of_two_segments_become_a_tidy_frame_and_the_papers_tables(composed
     assert logs.EVICTED not in logs.merge_segments(sorted((arm_dir / "logs").glob("*.jsonl")))[3]  # not the crash's 999
     assert s.hours.tolist() == pytest.approx([0.0, 1.0, 2.0, 2.5, 3.0])
     assert s.loc[2, "samples_step"] == (128 + 64 + 16) * 512 and s.loc[2, "pass_rate"] == pytest.approx(144 / 208)
+    # Table 1's accounting: kept samples over the pass rate, without the 16 surplus groups verl generated
+    assert s.loc[2, "samples_table1_step"] == pytest.approx(128 * 512 / (144 / 208))
+    assert s.loc[2, "samples_table1_step"] < s.loc[2, "samples_step"] and s.loc[0, "samples_table1"] == 0
     assert s.loc[1, "pass_rate"] == pytest.approx(128 / 160) and s.loc[0, "samples"] == 0
     assert s.samples.iloc[-1] == (128 * 4 + 32 + 80 + 0 + 128) * 512
     v = run.validation.set_index(["step", "data_source", "var"])["value"]
@@ -512,8 +535,11 @@ def test_logs_of_two_segments_become_a_tidy_frame_and_the_papers_tables(composed
     assert f1[(f1.source == "run run1") & (f1.domain == "Math")].score.tolist() == pytest.approx([60.0, 63.0, 66.0])
     f4 = report.figure4_points(runs)
     assert f4.task.unique().tolist() == ["countdown"] and f4.pass_at_1.tolist() == pytest.approx([0.2, 0.25, 0.3])
-    plots.figure1(f1, have_runs=True)
-    plots.figure4(f4)
+    plots.figure1(f1)
+    assert sum(ax.get_visible() for ax in plots.figure4(f4).axes) == 1  # only the task with data: no empty panels
+    with pytest.raises(ValueError, match="no points"):
+        plots.figure4(f4.iloc[:0])
+    assert report.paper_scale_runs(runs) == [] and report.cpu_runs(runs) == []  # a cuda run, 4 steps
 
 
 def test_runs_are_reproduced_only_at_the_papers_steps_and_response_length(composed, tmp_path, monkeypatch):
@@ -542,6 +568,7 @@ def test_runs_are_reproduced_only_at_the_papers_steps_and_response_length(compos
     assert report.runs_provenance([arm_run("b190", "brorl", 190)]) == "scaled-down"  # one step short
     assert report.runs_provenance([brorl_191, arm_run("p191", "prorl", 191)]) == "scaled-down"  # ProRL needs 535
     assert report.runs_provenance([arm_run("b8k", "brorl", 191, 8192)]) == "scaled-down"  # 8k responses
+    assert report.paper_scale_runs([brorl_191, arm_run("b190b", "brorl", 190)]) == [brorl_191]
 
 
 def test_plan_reproduces_table1_hours_and_scales_with_the_cluster():
@@ -556,6 +583,37 @@ def test_plan_reproduces_table1_hours_and_scales_with_the_cluster():
         "estimate: Table 1's hours per step scaled linearly by samples per step (65,536 → 65,536) "
         "and by GPUs (64 → 128)"
     ]
+
+
+def test_schedules_run_the_arms_one_after_the_other_or_side_by_side_on_half_the_gpus():
+    plan = report.plan_table(report.VerlTrainingConfig(**notebook_params()))
+    s = report.schedule_table(plan).set_index("schedule")
+    seq, side = s.loc[report.SEQUENTIAL], s.loc[report.SIDE_BY_SIDE]
+    assert (seq.gpus_per_arm, side.gpus_per_arm) == (64, 32)
+    assert (seq.prorl_ends_h, seq.brorl_ends_h, seq.wall_hours) == pytest.approx((133.8, 307.6, 307.6))
+    assert (side.prorl_ends_h, side.brorl_ends_h, side.wall_hours) == pytest.approx((267.6, 347.6, 347.6))
+    assert side.cluster_gpu_hours == pytest.approx(347.6 * 64)
+    assert "estimate" in report.schedule_note(report.schedule_table(plan))
+    one = report.schedule_table(report.plan_table(report.VerlTrainingConfig(**notebook_params(arms=["brorl"]))))
+    assert one.schedule.tolist() == [report.SEQUENTIAL]  # one arm: nothing to run beside it
+
+
+def test_cpu_run_gets_a_figure_of_its_own_labelled_with_each_arms_logged_batch_shape():
+    runs = report.find_runs()
+    cpu = report.cpu_runs(runs)
+    if not cpu:
+        pytest.skip("no CPU run under data/runs/verl")
+    points = report.cpu_run_points(runs)
+    for run in cpu:
+        label = report.arm_label(run)
+        assert f"N={run.rollouts:,} × {run.prompts_per_step:,} prompt" in label
+        mine = points[points.label == label]
+        assert report.TRAIN_PANEL in set(mine.panel) and mine.panel.str.startswith("pass@1: ").any()
+    assert not report.paper_scale_runs(cpu)  # never drawn on the paper's axes
+    fig = plots.cpu_run(points)
+    assert fig.legends and [t.get_text() for t in fig.legends[0].get_texts()] == list(dict.fromkeys(points.label))
+    assert report.cpu_run_points([]).empty and "make verl-cpu-run" in report.NO_CPU_RUN
+    assert "recipes/brorl/README.md" in report.paper_scale_note()
 
 
 def test_notebook_path_builds_checks_and_writes_both_arms(tmp_path, monkeypatch):

@@ -19,7 +19,7 @@ from brorl_lib.core.profiles import notebook_defaults
 from brorl_lib.core.registry import get_notebook
 from brorl_lib.evaluation import cli as eval_cli
 from brorl_lib.evaluation import results as res
-from brorl_lib.verl_recipe import configs, logs, record, report
+from brorl_lib.verl_recipe import configs, launch, logs, record, report
 
 REFRESH = f"refresh with: {record.COMMAND}"
 
@@ -125,7 +125,9 @@ def test_launch_script_takes_the_paths_from_the_environment(generated, tmp_path)
     subprocess.run(
         ["bash", str(script), "trainer.total_training_steps=2"], env={**env, **paths}, check=True, capture_output=True
     )
-    (args,) = _calls(calls)
+    made = _calls(calls)  # one launch of verl per stop: no checkpoint is written here, so every stop runs
+    assert len(made) == len(launch.stops(record.paper_arms()["brorl"]))
+    args = made[0]
     overrides = (generated / "brorl" / "overrides.txt").read_text().splitlines()
     filled = []
     for o in overrides:
@@ -178,7 +180,7 @@ def test_evaluate_script_runs_the_papers_protocol_on_the_three_checkpoints(gener
         f"{tmp_path}/ckpt/merged/prorl-step535",
         f"{tmp_path}/ckpt/merged/brorl-step191",
     ]
-    assert evaluations[0].revision == "main"
+    assert evaluations[0].revision == configs.MODEL_REVISION  # a commit, not the moving "main"
     for a in evaluations:  # Appendix D: 16 samples, T=0.6, top-p 0.95, 32k tokens, every benchmark
         assert (a.samples, a.temperature, a.top_p, a.max_tokens, a.benchmarks) == (16, 0.6, 0.95, 32768, ["all"])
         assert a.out == tmp_path / "data" / "runs" / "eval" and res.check_label(a.label)

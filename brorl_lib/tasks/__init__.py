@@ -8,5 +8,6 @@ Modules, one concern each (nothing heavy is imported until used):
 * ``answers``       what part of a response is the answer: after ``</think>``, ``<answer>`` tags, code blocks
 * ``verifiers``     Reasoning Gym's own verifiers: the raw answer score and the tagged-response score
 * ``math_scoring``  math answers: verl's MATH scorer, then math-verify
+* ``instruction_scoring``  instruction following: Google's IFEval checkers, the share of instructions followed
 * ``credit``        full credit and the binary pass rule
 """

@@ -59,6 +59,34 @@ ROLLOUT_TP = 1  # our choice: a 1.5B model fits one GPU per vLLM replica
 PROJECT = "brorl"  # trainer.project_name
 REWARD_PATH = "pkg://brorl_lib.verl_recipe.rewards"  # verl imports it by module name (repo on PYTHONPATH)
 MATH_VERIFY_BACKEND = "pool"  # see rewards.py: verl's process pool, safe in verl's reward threads
+# The start model's revision: nvidia/Nemotron-Research-Reasoning-Qwen-1.5B at the commit its "main" branch
+# (ProRLv2, 3000 steps) pointed to, as a third-party registry records it; "main" itself moves.
+MODEL_REVISION = "c62ac5e70bd578a9235aa9d8e11fff2f1f63d4a0"
+# flash-attn: verl 0.9.1 loads models with flash_attention_2 and the recipe keeps use_remove_padding=true
+# (flash-attn's varlen kernels); verl pins this version in its own "fsdp" extra, which "verl[vllm]" lacks.
+FLASH_ATTN_VERSION = "2.8.3"
+# Dynamic sampling's round cap through verl's custom-sampler hook (guard.py), loaded in the trainer only;
+# the sampler gets the filter's settings as interpolations of the keys verl's own buffer is built from.
+SAMPLER_PATH = "pkg://brorl_lib.verl_recipe.guard"
+SAMPLER_NAME = "BoundedReplayBuffer"
+_SAMPLER_KWARGS = "trainer.v1.sampler.sampler_kwargs"
+SAMPLER_OVERRIDES = (
+    f"trainer.v1.sampler.custom_sampler.path={SAMPLER_PATH}",
+    f"trainer.v1.sampler.custom_sampler.name={SAMPLER_NAME}",
+    f"+{_SAMPLER_KWARGS}.filter_groups_metric=${{algorithm.filter_groups.metric}}",
+    f"+{_SAMPLER_KWARGS}.max_num_gen_batches=${{algorithm.filter_groups.max_num_gen_batches}}",
+    f"+{_SAMPLER_KWARGS}.train_batch_size=${{data.train_batch_size}}",
+)
+# TransferQueue's capacity in samples. verl's default (100,000) is below what a BroRL step (N=512 x 128
+# prompts = 65,536 kept samples) holds with the groups in flight while it drains, and a put beyond it fails
+# the group. Our rule: no cap (null, TransferQueue >= 0.1.11); a set cap must be at least
+# STORAGE_MULTIPLE x N x P (the kept batch, one batch of groups in flight, headroom for uneven units).
+STORAGE_SIZE = None
+STORAGE_MULTIPLE = 3
+# Checkpoints: each launch keeps only its newest (verl deletes older ones of the same launch after a save
+# succeeds), and the launch scripts train in stops at the steps of the arm's Table 1 rows, so the checkpoint
+# each stop ends with survives: those rows can be evaluated. About 21 GB each for the 1.5B model.
+MAX_CKPT_TO_KEEP = 1
 
 _SAFE = re.compile(r"^[A-Za-z0-9_./:@+-]*$")
 
@@ -94,6 +122,20 @@ class Arm:
     def mini_batch_prompts(self) -> int:
         """verl's ``ppo_mini_batch_size``, counted in prompts (verl multiplies it by N)."""
         return self.prompts_per_step // self.mini_batches
+
+
+def table1_stops(arm_name: str) -> list[int]:
+    """Steps of the arm's Table 1 rows (ProRL +225, +535; BroRL +107, +134, +191), ascending."""
+    t1 = paper.table1_arms()
+    rows = t1[t1["method"].str.lower() == arm_name]
+    if rows.empty:
+        raise ValueError(f"arm={arm_name!r} is not allowed: Table 1 has rows for {sorted(PAPER_ARMS)}")
+    return sorted(int(s) for s in rows["steps_added"])
+
+
+def min_storage_size(arm: Arm) -> int:
+    """The smallest TransferQueue cap (samples) the recipe's rule allows for ``arm``."""
+    return STORAGE_MULTIPLE * arm.samples_per_step
 
 
 def learning_rate(arm: Arm, base: Arm, base_lr: float = BASE_LR) -> float:
@@ -160,6 +202,9 @@ def overrides(arm: Arm, base: Arm, cluster: Cluster) -> list[str]:
         f"algorithm.filter_groups.max_num_gen_batches={MAX_GEN_BATCHES}",
         f"algorithm.rollout_correction.rollout_is={ROLLOUT_IS}",
         f"algorithm.rollout_correction.rollout_is_threshold={ROLLOUT_IS_THRESHOLD}",  # Hydra reads it as a string
+        *SAMPLER_OVERRIDES,
+        "transfer_queue.backend.SimpleStorage.total_storage_size="
+        + ("null" if STORAGE_SIZE is None else str(STORAGE_SIZE)),
         # data
         f"data.train_files={_path_list(cluster.train_files)}",
         f"data.val_files={_path_list(cluster.val_files)}",
@@ -209,6 +254,7 @@ def overrides(arm: Arm, base: Arm, cluster: Cluster) -> list[str]:
         "trainer.total_epochs=100000",  # the step count ends the run, never the epochs
         f"trainer.test_freq={cluster.test_freq}",
         f"trainer.save_freq={cluster.save_freq}",
+        f"trainer.max_actor_ckpt_to_keep={MAX_CKPT_TO_KEEP}",
         "trainer.val_before_train=true",
         "trainer.resume_mode=auto",
         f"trainer.default_local_dir={hydra_value(str(Path(cluster.checkpoint_dir) / arm.name))}",

@@ -4,35 +4,49 @@ One row per prompt: ``data_source`` ("<family>.<name>", the reward function disp
 family), ``prompt`` (chat messages), ``ability`` (the family), ``reward_model`` ({"style": "rule",
 "ground_truth": str}) and ``extra_info`` (index, split, family, task, and for Reasoning Gym the
 whole entry as JSON, which ``score_answer`` needs). Reasoning Gym tasks are generated locally;
-math, STEM and code come from a Hugging Face dataset id or a local JSON/JSONL/parquet file, loaded
-only when asked for.
+math, STEM, code and instruction following (the other ProRL domains, ProRL paper Table 4) come from a
+Hugging Face dataset id or a local JSON/JSONL/parquet file, loaded only when asked for: records with this
+recipe's fields (``RECORD_FIELDS``) or, for math, STEM and code, rows in verl's own parquet schema as
+public verl-format releases ship them (``verl_records``). ``domains`` reads one local file per domain.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import zlib
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from brorl_lib.core import atomic
 from brorl_lib.core.validation import check_int
 from brorl_lib.tasks.generation import EntryRequest, generate
+from brorl_lib.tasks.instruction_scoring import check_instructions, encode_truth
 from brorl_lib.verl_recipe.codec import encode_entry
 from brorl_lib.verl_recipe.tasks import available_tasks
 
-FAMILIES = ("reasoning_gym", "math", "stem", "code")
+FAMILIES = ("reasoning_gym", "math", "stem", "code", "instruction")
 COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
 EXTRA_KEYS = ("index", "split", "family", "task", "entry")
 # Fields a local or Hugging Face record must have, per family (DeepScaleR-style for math and STEM;
-# code tests as in PRIME's Eurus-2-RL data: {"inputs": [...], "outputs": [...]}, a dict or JSON text).
-RECORD_FIELDS = {"math": ("problem", "answer"), "stem": ("problem", "answer"), "code": ("problem", "tests")}
+# code tests as in PRIME's Eurus-2-RL data: {"inputs": [...], "outputs": [...]}, a dict or JSON text;
+# instruction following as Google's IFEval data: a prompt, instruction ids and one dict of arguments each).
+RECORD_FIELDS = {
+    "math": ("problem", "answer"),
+    "stem": ("problem", "answer"),
+    "code": ("problem", "tests"),
+    "instruction": ("prompt", "instruction_id_list", "kwargs"),
+}
+# Fields of a row in verl's parquet schema that a math/STEM/code record is read from (``verl_records``).
+VERL_FIELDS = ("data_source", "prompt", "reward_model")
 LOCAL_SUFFIXES = (".json", ".jsonl", ".parquet")
 
 # Prompt suffixes (docs/prorl-background.md#prorl-training-data-and-rewards). Math: the DeepScaleR/ProRL v1 instruction;
-# Reasoning Gym: ProRL puts answers in <answer> tags, the wording is ours; STEM like math and code: our choice.
+# Reasoning Gym: ProRL puts answers in <answer> tags, the wording is ours; STEM like math and code: our choice;
+# instruction following: nothing, an IFEval prompt states its own instructions (our choice).
 MATH_INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
 RG_INSTRUCTION = "Think step by step, then give only the final answer inside <answer></answer> tags."
 CODE_INSTRUCTION = (
@@ -44,6 +58,7 @@ INSTRUCTIONS = {
     "math": MATH_INSTRUCTION,
     "stem": MATH_INSTRUCTION,
     "code": CODE_INSTRUCTION,
+    "instruction": "",
 }
 
 
@@ -63,9 +78,10 @@ def split_source(source: str) -> tuple[str, str]:
 
 
 def _row(family: str, name: str, question: str, ground_truth: str, split: str, index: int, entry: str = "") -> dict:
+    suffix = INSTRUCTIONS[family]
     return {
         "data_source": data_source(family, name),
-        "prompt": [{"role": "user", "content": f"{question.rstrip()}\n\n{INSTRUCTIONS[family]}"}],
+        "prompt": [{"role": "user", "content": f"{question.rstrip()}\n\n{suffix}" if suffix else question.rstrip()}],
         "ability": family,
         "reward_model": {"style": "rule", "ground_truth": ground_truth},
         "extra_info": {"index": index, "split": split, "family": family, "task": name, "entry": entry},
@@ -151,8 +167,91 @@ def is_local(source: str) -> bool:
     return source.endswith(LOCAL_SUFFIXES) or Path(source).expanduser().exists() or source.startswith(("/", ".", "~"))
 
 
+def _plain(value):
+    """``value`` with numpy arrays and scalars (how parquet reads lists and numbers) as lists and Python numbers."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_plain(v) for v in value]
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _absent(value) -> bool:
+    """A field a record does not have: None, or NaN (pandas' filler where other records have the field)."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _user_text(prompt, where: str) -> str:
+    """The last user message of a verl ``prompt``; system messages are dropped (our choice: rows here hold one
+    user message, to which the family's suffix is appended)."""
+    messages = _plain(prompt)
+    messages = messages if isinstance(messages, list) else []
+    users = [m.get("content") for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    if not users or not isinstance(users[-1], str) or not users[-1].strip():
+        raise ValueError(f"{where}: prompt must be a list of chat messages with a non-empty user message")
+    return users[-1]
+
+
+def verl_records(df: pd.DataFrame, family: str, label: str) -> pd.DataFrame:
+    """Math, STEM or code records from rows in verl's parquet schema (``VERL_FIELDS``; e.g. PRIME's
+    Eurus-2-RL-Data): ``problem`` is the last user message, the answer (math, STEM) or the tests (code: JSON
+    of {"inputs", "outputs"}) is ``reward_model["ground_truth"]``, ``data_source`` names the rows. A row whose
+    ``ability`` is another of our families is skipped (our choice: Eurus-2-RL-Data mixes math and code rows).
+    Indexed by row number in the file; ValueError naming ``label``, the row and the first missing field."""
+    field = RECORD_FIELDS[family][1]
+    records, index = [], []
+    for i, rec in enumerate(df.to_dict("records")):
+        where = f"{label}: row {i}"
+        absent = [f for f in VERL_FIELDS if _absent(rec.get(f))]
+        if absent:
+            raise ValueError(f"{where}: missing field {absent[0]!r}; verl's schema needs {list(VERL_FIELDS)}")
+        if rec.get("ability") in FAMILIES and rec["ability"] != family:
+            continue
+        reward = _plain(rec["reward_model"])
+        if not isinstance(reward, dict) or _absent(reward.get("ground_truth")):
+            raise ValueError(f"{where}: missing field 'reward_model.ground_truth'")
+        question, source = _user_text(rec["prompt"], where), rec["data_source"]
+        records.append({"problem": question, field: reward["ground_truth"], "data_source": source})
+        index.append(i)
+    return pd.DataFrame(records, columns=["problem", field, "data_source"], index=index)
+
+
+def _tests(tests, where: str = "tests") -> str:
+    """Code tests as JSON text of {"inputs": [...], "outputs": [...]} (equal lengths), from a dict or JSON text."""
+    try:
+        parsed = json.loads(tests) if isinstance(tests, str) else _plain(tests)
+    except json.JSONDecodeError:
+        parsed = None
+    if not isinstance(parsed, dict) or any(not isinstance(parsed.get(k), list) for k in ("inputs", "outputs")):
+        raise ValueError(f"{where}: tests must be a dict (or JSON text) with lists 'inputs' and 'outputs'")
+    if len(parsed["inputs"]) != len(parsed["outputs"]):
+        raise ValueError(f"{where}: tests have {len(parsed['inputs'])} inputs but {len(parsed['outputs'])} outputs")
+    return tests if isinstance(tests, str) else json.dumps(parsed)
+
+
+def check_records(df: pd.DataFrame, family: str, label: str) -> None:
+    """Every record has its family's fields (``RECORD_FIELDS``); code tests and IFEval instructions are
+    usable. ValueError naming ``label``, the row (the frame's index: the row number in the file) and the
+    field, before any row is built."""
+    for i, rec in zip(df.index, df.to_dict("records")):
+        where = f"{label}: row {i}"
+        absent = [f for f in RECORD_FIELDS[family] if _absent(rec.get(f))]
+        if absent:
+            raise ValueError(
+                f"{where}: missing field {absent[0]!r}; {family} records need {list(RECORD_FIELDS[family])}"
+            )
+        if family == "code":
+            _tests(rec["tests"], where)
+        elif family == "instruction":
+            if not isinstance(rec["prompt"], str) or not rec["prompt"].strip():
+                raise ValueError(f"{where}: prompt must be non-empty text")
+            check_instructions(_plain(rec["instruction_id_list"]), _plain(rec["kwargs"]), where)
+
+
 def load_records(source: str, family: str, param: str) -> pd.DataFrame:
-    """Records of a math/STEM/code dataset: a local JSON/JSONL/parquet file or a Hugging Face dataset id.
+    """Records of a math/STEM/code/instruction dataset: a local JSON/JSONL/parquet file or a Hugging Face
+    dataset id, with this recipe's fields or (math, STEM, code) in verl's schema (``verl_records``), all
+    checked (``check_records``) before it returns.
 
     Nothing is fetched unless this is called with a dataset id; a missing file or an unreachable id
     raises FileNotFoundError naming ``param``, the dataset, and how to supply a local copy.
@@ -182,20 +281,45 @@ def load_records(source: str, family: str, param: str) -> pd.DataFrame:
                 f"{param}={source!r}: the Hugging Face dataset {source} could not be loaded "
                 f"({type(err).__name__}); {how}"
             ) from None
+    label = f"{param}={source!r}"
+    if family != "instruction" and "problem" not in df.columns and "prompt" in df.columns:
+        df = verl_records(df, family, label)
     missing = [f for f in fields if f not in df.columns]
     if missing:
         raise ValueError(
-            f"{param}={source!r}: records lack fields {missing} (found {list(df.columns)}); "
-            f"{family} records need {list(fields)}"
+            f"{label}: records lack fields {missing} in every row (found {list(df.columns)}); "
+            f"{family} records need {list(fields)}, or verl's schema {list(VERL_FIELDS)}"
         )
+    check_records(df, family, label)
     return df
+
+
+def _name(given, default: str) -> str:
+    """A record's own data_source (e.g. apps, taco) if it has one, else the dataset's name, made safe."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", str(given) if isinstance(given, str) and given else default)
+
+
+def record_rows(family: str, records: pd.DataFrame, split: str, default_name: str) -> list[dict]:
+    """Rows of checked records (``load_records``), in order, indexed from 0; named by each record's
+    ``data_source`` where present, else ``default_name``."""
+
+    def row(rec: dict, i: int) -> dict:
+        if family == "instruction":
+            question = rec["prompt"]
+            truth = encode_truth(question, _plain(rec["instruction_id_list"]), _plain(rec["kwargs"]))
+        else:
+            question = str(rec["problem"])
+            truth = _tests(rec["tests"]) if family == "code" else str(rec["answer"])
+        return _row(family, _name(rec.get("data_source"), default_name), question, truth, split, i)
+
+    return [row(rec, i) for i, rec in enumerate(records.to_dict("records"))]
 
 
 def records_frames(
     source: str, family: str, train_count: int, val_count: int, seed: int, param: str
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Rows from a math/STEM/code dataset: shuffled with ``seed``, the first ``val_count`` held out,
-    then ``train_count`` for training (0: all the rest). An empty ``source`` gives no rows. Rows are
+    """Rows from a math/STEM/code/instruction dataset: shuffled with ``seed``, the first ``val_count`` held
+    out, then ``train_count`` for training (0: all the rest). An empty ``source`` gives no rows. Rows are
     named by the records' ``data_source`` field where present (e.g. apps, taco), else by the dataset."""
     check_int(f"{family}_train_count", train_count, low=0)
     check_int(f"{family}_val_count", val_count, low=0)
@@ -204,26 +328,9 @@ def records_frames(
     df = load_records(source, family, param)
     df = df.sample(frac=1.0, random_state=task_seed(seed, family, "shuffle")).reset_index(drop=True)
     default = Path(source).stem if is_local(source) else source.split("/")[-1]
-
-    def name(rec) -> str:  # a record's own data_source (e.g. apps, taco) if it has one, else the dataset's name
-        given = rec.get("data_source")
-        return re.sub(r"[^A-Za-z0-9_-]", "_", str(given) if isinstance(given, str) and given else default)
-
-    def truth(rec) -> str:
-        if family != "code":
-            return str(rec["answer"])
-        tests = rec["tests"]
-        return tests if isinstance(tests, str) else json.dumps(tests)
-
     val_part = df.iloc[:val_count]
     train_part = df.iloc[val_count:] if train_count == 0 else df.iloc[val_count : val_count + train_count]
-
-    def rows(part: pd.DataFrame, split: str) -> list[dict]:
-        return [
-            _row(family, name(r), str(r["problem"]), truth(r), split, i) for i, (_, r) in enumerate(part.iterrows())
-        ]
-
-    train, val = rows(train_part, "train"), rows(val_part, "val")
+    train, val = record_rows(family, train_part, "train", default), record_rows(family, val_part, "val", default)
     return _frame(train), _frame(val)
 
 

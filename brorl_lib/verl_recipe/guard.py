@@ -1,19 +1,24 @@
-"""A bound on dynamic sampling's refills, which verl 0.9.1's V1 trainer does not have.
+"""A bound on dynamic sampling's refills, which verl 0.9.1's V1 trainer does not have, as verl's custom sampler.
 
 With ``algorithm.filter_groups.enable=true`` the V1 trainer's replay buffer drops every group whose
 rollouts are all right or all wrong and generates more prompts until the step's batch is full
 (``verl/trainer/ppo/v1/replay_buffer.py::ReplayBuffer.sample``). It ignores
 ``algorithm.filter_groups.max_num_gen_batches`` (``trainer_base.py::_resolve_filter_groups_metric`` only
 warns), so a model whose groups are all filtered, one that solves none or all of the prompts, refills
-forever. verl imports this module in every process (``VERL_USE_EXTERNAL_MODULES``; the launch scripts
-set it), and it makes the trainer honour that key: a step that has generated ``max_num_gen_batches``
-rounds of ``data.train_batch_size`` prompts and still lacks a full batch stops the run with
-``DynamicSamplingExhausted``, which says why and what to change.
+forever. ``BoundedReplayBuffer`` is verl's own replay buffer with that key honoured: a step that has
+generated ``max_num_gen_batches`` rounds of ``data.train_batch_size`` prompts and still lacks a full batch
+stops the run with ``DynamicSamplingExhausted``, which says why and what to change.
+
+verl loads it through its supported hook, ``trainer.v1.sampler.custom_sampler.{path,name}``
+(``trainer_base.py::_build_replay_buffer``), in the trainer process only. A custom sampler receives neither
+the filter's metric nor the batch sizes, so the recipe passes them in ``trainer.v1.sampler.sampler_kwargs``
+as interpolations of the keys verl itself reads (``configs.SAMPLER_OVERRIDES``); the values are then exactly what
+verl's built-in buffer would have been given.
 """
 
 from __future__ import annotations
 
-import functools
+from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
 
 class DynamicSamplingExhausted(RuntimeError):
@@ -31,52 +36,39 @@ def exhausted_message(rounds: int, train_batch_size: int, metric: str) -> str:
     )
 
 
-def bounded(sample, max_rounds: int, metric: str):
-    """``ReplayBuffer.sample`` with its ``refill_fn`` counted per call: more than ``max_rounds - 1`` rounds
-    of refills (the first round is the step's own prompts) raise ``DynamicSamplingExhausted``."""
+class BoundedReplayBuffer(ReplayBuffer):
+    """verl's sync ``ReplayBuffer`` whose refills per step are capped at ``max_num_gen_batches - 1`` rounds
+    (the first round is the step's own prompts); ``max_num_gen_batches=0`` leaves it unbounded."""
 
-    @functools.wraps(sample)
-    def wrapper(self, global_steps, partition_id, batch_size):
-        if partition_id == "val" or self.filter_groups_metric is None or self.refill_fn is None:
-            return sample(self, global_steps, partition_id, batch_size)
+    def __init__(self, *, sampler_kwargs, **kwargs):
+        options = dict(sampler_kwargs or {})
+        metric = options.pop("filter_groups_metric", None)
+        self.max_rounds = int(options.pop("max_num_gen_batches", 0) or 0)
+        train_batch_size = int(options.pop("train_batch_size"))
+        super().__init__(
+            sampler_kwargs=options,
+            filter_groups_metric=str(metric) if metric else None,
+            train_batch_size=train_batch_size,
+            gen_batch_size=1 if metric else train_batch_size,  # as verl's _build_replay_buffer sets them
+            **kwargs,
+        )
+
+    def sample(self, global_steps: int, partition_id: str, batch_size: int):
+        if partition_id == "val" or self.filter_groups_metric is None or self.max_rounds <= 0:
+            return super().sample(global_steps, partition_id, batch_size)
         refill, sent = self.refill_fn, [0]
-        allowed = (max_rounds - 1) * self.train_batch_size
+        allowed = (self.max_rounds - 1) * self.train_batch_size
 
         def counted(count: int):
             if sent[0] + count > allowed:
-                raise DynamicSamplingExhausted(exhausted_message(max_rounds, self.train_batch_size, metric))
+                raise DynamicSamplingExhausted(
+                    exhausted_message(self.max_rounds, self.train_batch_size, self.filter_groups_metric)
+                )
             sent[0] += count
             return refill(count)
 
         self.refill_fn = counted
         try:
-            return sample(self, global_steps, partition_id, batch_size)
+            return super().sample(global_steps, partition_id, batch_size)
         finally:
             self.refill_fn = refill
-
-    return wrapper
-
-
-def install() -> None:
-    """Wrap the V1 trainer's replay-buffer construction so that its buffer's ``sample`` is bounded."""
-    from verl.trainer.ppo.v1 import trainer_base
-    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
-
-    build = trainer_base.PPOTrainer._build_replay_buffer
-    if getattr(build, "brorl_guard", False):
-        return
-
-    @functools.wraps(build)
-    def build_bounded(self):
-        buffer = build(self)
-        groups = self.config.algorithm.get("filter_groups", None)
-        rounds = int(groups.get("max_num_gen_batches", 0) or 0) if groups is not None else 0
-        if type(buffer) is ReplayBuffer and groups is not None and groups.get("enable", False) and rounds > 0:
-            buffer.sample = bounded(ReplayBuffer.sample, rounds, str(groups.get("metric"))).__get__(buffer)
-        return buffer
-
-    build_bounded.brorl_guard = True
-    trainer_base.PPOTrainer._build_replay_buffer = build_bounded
-
-
-install()

@@ -71,6 +71,8 @@ STEP_COLUMNS = [
     "kept_samples",
     "grad_norm",
     "memory_gb",
+    "samples_table1_step",
+    "samples_table1",
 ]
 VAL_COLUMNS = ["step", "hours", "data_source", "family", "task", "var", "n", "value"]
 
@@ -129,8 +131,11 @@ def steps_frame(merged: dict[int, dict], rollouts: int, prompts_per_step: int) -
     """One row per logged step: time, samples generated (before the filter) and the filter's pass rate.
 
     A training step keeps ``prompts_per_step`` groups; it generated those plus the evicted and surplus
-    groups, N samples each. Pass rate = groups that passed the filter / groups generated (Table 2's).
-    Step 0 (validation before training) has no training; hours and samples are cumulative.
+    groups, N samples each (``samples_step``: what verl actually generated). Pass rate = groups that passed
+    the filter / groups generated (Table 2's). ``samples_table1_step`` counts as Table 1 does: the kept
+    samples over the pass rate, without the surplus groups verl's sync dynamic sampling generates while a
+    full step drains and then discards. Step 0 (validation before training) has no training; hours and
+    samples are cumulative.
     """
     rows = []
     for step, m in merged.items():
@@ -152,11 +157,13 @@ def steps_frame(merged: dict[int, dict], rollouts: int, prompts_per_step: int) -
                 "kept_samples": kept_samples(m),
                 "grad_norm": float(m.get(GRAD_NORM, float("nan"))),
                 "memory_gb": float(m.get(MEMORY_GB, float("nan"))),
+                "samples_table1_step": kept * rollouts * generated / (kept + surplus) if kept else 0.0,
             }
         )
-    df = pd.DataFrame(rows, columns=[c for c in STEP_COLUMNS if c not in ("hours", "samples")])
+    df = pd.DataFrame(rows, columns=[c for c in STEP_COLUMNS if c not in ("hours", "samples", "samples_table1")])
     df.insert(2, "hours", df["step_s"].cumsum() / 3600.0)
     df.insert(7, "samples", df["samples_step"].cumsum())
+    df["samples_table1"] = df["samples_table1_step"].cumsum()
     return df[STEP_COLUMNS]
 
 

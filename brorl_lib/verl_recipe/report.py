@@ -4,7 +4,9 @@
 function, composes and validates both arms against verl's own config, and writes configs and launch
 scripts under ``build/verl/<run_name>/``. ``execute=True`` writes them under
 ``data/runs/verl/<run_name>/<arm>/`` and launches the arms one after the other on the Ray cluster.
-Figures and tables read every run found under ``data/runs/verl/`` and set it beside the paper.
+Table 1 reads every run found under ``data/runs/verl/`` and sets it beside the paper; Figures 1 and 4 draw
+only runs at the paper's scale (``at_paper_scale``), on the paper's axes; runs of verl's trainer on a CPU
+(``cpu_runs``) get a figure of their own, against steps.
 """
 
 from __future__ import annotations
@@ -78,6 +80,9 @@ def check_dataset(name: str, value: str) -> None:
             )
 
 
+DATASET_FAMILIES = ("math", "stem", "code", "instruction")  # each read from <family>_dataset
+
+
 @dataclass(frozen=True)
 class VerlTrainingConfig(NotebookConfig):
     """Notebook 05's parameters. Upper bounds are our choice: far beyond the paper's runs and cluster."""
@@ -133,10 +138,18 @@ class VerlTrainingConfig(NotebookConfig):
     )
     stem_dataset: str = param("", "STEM records (problem, answer)", **DATASET)
     code_dataset: str = param("", "code records (problem, tests with inputs/outputs)", **DATASET)
-    dataset_train_count: int = param(
-        0, "training rows taken from each of math/stem/code (0 takes all but the held-out ones)", low=0, high=10_000_000
+    instruction_dataset: str = param(
+        "", "instruction-following records (IFEval: prompt, instruction_id_list, kwargs)", **DATASET
     )
-    dataset_val_count: int = param(64, "held-out validation rows from each of math/stem/code", low=0, high=1_000_000)
+    dataset_train_count: int = param(
+        0,
+        "training rows taken from each of math/stem/code/instruction (0 takes all but the held-out ones)",
+        low=0,
+        high=10_000_000,
+    )
+    dataset_val_count: int = param(
+        64, "held-out validation rows from each of math/stem/code/instruction", low=0, high=1_000_000
+    )
     seed: int = param(0, "seed of data generation, shuffling and verl's data loader", low=0, high=SEED_MAX)
     nnodes: int = param(8, "nodes in the Ray cluster (paper: 64 H100, 8 x 8 is our reading)", low=1, high=4096)
     n_gpus_per_node: int = param(8, "GPUs per node", low=1, high=64)
@@ -171,7 +184,7 @@ class VerlTrainingConfig(NotebookConfig):
     def check_together(self) -> None:
         self._all_arms()  # each arm's prompts a multiple of ppo_mini_batches
         data.check_tasks(self.rg_tasks)  # every task known to this recipe
-        for family in ("math", "stem", "code"):  # a local file that exists, or a dataset id
+        for family in DATASET_FAMILIES:  # a local file that exists, or a dataset id
             check_dataset(f"{family}_dataset", getattr(self, f"{family}_dataset"))
         self.cluster(("train.parquet",), ("val.parquet",))  # paths verl can take
         if self.execute:
@@ -192,7 +205,26 @@ class VerlTrainingConfig(NotebookConfig):
             )
         if self.rg_train_per_task * len(self.rg_tasks) + self.dataset_train_count == 0:
             raise ValueError("rg_train_per_task=0 and dataset_train_count=0: execute=True needs training prompts")
-        launch.preflight(self.n_gpus_per_node)
+        from brorl_lib.verl_recipe import preflight  # what `python -m brorl_lib.verl_recipe.preflight` checks
+
+        data_dir = self.work_path() / "data"  # prepare writes it after these checks: its check is skipped
+        cluster = self.cluster((str(data_dir / "train.parquet"),), (str(data_dir / "val.parquet"),))
+        plans = [
+            preflight.ArmPlan(
+                arm.name,
+                preflight.parse_overrides(configs.overrides(arm, self.base_arm, cluster)),
+                launch.CLUSTER_ENV["VERL_USE_EXTERNAL_MODULES"],
+                f"notebook 05's {arm.name}/launch.sh",
+            )
+            for arm in self.arm_specs()
+        ]
+        inputs = preflight.Inputs(cluster.model_path, str(data_dir), cluster.checkpoint_dir)
+        failed = [r for r in preflight.run_checks(inputs, plans, skip=("data",)) if not r.ok]
+        if failed:
+            raise ValueError(
+                "execute=True is not allowed here: "
+                + "; ".join(f"{r.name}: {r.detail} (fix: {r.fix})" for r in failed).replace("\n", " ")
+            )
 
     # --- derived settings ---
     def _all_arms(self) -> dict[str, configs.Arm]:
@@ -249,10 +281,10 @@ class VerlTrainingConfig(NotebookConfig):
 
 # --- data and rewards ---
 def build_data(cfg: VerlTrainingConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Train and validation rows: Reasoning Gym tasks, then math, STEM and code where given."""
+    """Train and validation rows: Reasoning Gym tasks, then math, STEM, code and instruction following where given."""
     rg_train, rg_val = data.reasoning_gym_frames(cfg.rg_tasks, cfg.rg_train_per_task, cfg.rg_val_per_task, cfg.seed)
     train, val = [rg_train], [rg_val]
-    for family in ("math", "stem", "code"):
+    for family in DATASET_FAMILIES:
         t, v = data.records_frames(
             getattr(cfg, f"{family}_dataset"),
             family,
@@ -409,6 +441,70 @@ def plan_table(cfg: VerlTrainingConfig) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+SCHEDULE_BASIS = (
+    "each arm's expected hours from the plan (Table 1's hours per step, reported, scaled linearly), and on half "
+    "the GPUs twice those hours (linear scaling, our assumption)"
+)
+SEQUENTIAL, SIDE_BY_SIDE = "one after the other", "side by side"
+
+
+def _schedule_row(schedule: str, gpus_per_arm: int, ends: dict[str, float], gpus: int, choose: str) -> dict:
+    """One schedule: when each arm ends, the wall time, and the GPU-hours of holding the whole cluster."""
+    wall = max(ends.values())
+    return {
+        "schedule": schedule,
+        "gpus_per_arm": gpus_per_arm,
+        **{f"{arm}_ends_h": h for arm, h in ends.items()},
+        "wall_hours": wall,
+        "cluster_gpu_hours": wall * gpus,
+        "choose_when": choose,
+    }
+
+
+def schedule_table(plan: pd.DataFrame) -> pd.DataFrame:
+    """Two ways to run the plan's arms on its cluster, in estimated hours (``SCHEDULE_BASIS``).
+
+    One after the other (what ``execute`` and recipes/brorl/README.md do): each arm on every GPU, so each
+    ends sooner and the first arm's results come early. Side by side: each arm on half the GPUs (its own Ray
+    cluster), so its hours double under linear scaling and the wall time is the longer arm's; both arms run
+    at the same time under the same cluster conditions. One arm, or fewer than 2 GPUs: the first row only.
+    """
+    gpus = int(plan["gpus"].iloc[0])
+    hours = dict(zip(plan["arm"], plan["expected_hours"]))
+    first = ARM_LABELS[plan["arm"].iloc[0]]
+    ends = dict(zip(hours, np.cumsum(list(hours.values()))))
+    rows = [
+        _schedule_row(
+            SEQUENTIAL,
+            gpus,
+            ends,
+            gpus,
+            f"each arm on all {gpus} GPUs ends sooner and {first}'s results come first; the arms run at different "
+            "times (execute=True and recipes/brorl/README.md run them so)",
+        )
+    ]
+    if len(hours) > 1 and gpus >= 2:
+        half = gpus // 2
+        rows.append(
+            _schedule_row(
+                SIDE_BY_SIDE,
+                half,
+                {arm: h * gpus / half for arm, h in hours.items()},
+                gpus,
+                f"both arms run at the same time under the same cluster conditions, and the comparison is complete "
+                f"when the longer arm ends; each on {half} GPUs (its own Ray cluster, built with half the nodes) "
+                "takes about twice as long, and half the cluster idles once the shorter arm ends",
+            )
+        )
+    return pd.DataFrame(rows)
+
+
+def schedule_note(schedules: pd.DataFrame) -> str:
+    """One line: the wall time of each schedule, labelled an estimate."""
+    walls = ", ".join(f"{r.schedule} ≈ {r.wall_hours:,.1f} h" for r in schedules.itertuples())
+    return f"estimated wall time on {int(schedules['gpus_per_arm'].iloc[0])} GPUs: {walls}"
+
+
 def execute(cfg: VerlTrainingConfig, prepared: Prepared, on_line=print) -> None:
     """Launch the selected arms one after the other (each uses the whole cluster), streaming output."""
     for arm in cfg.arms:
@@ -523,7 +619,8 @@ def figure4_points(runs: list[logs.RunLog]) -> pd.DataFrame:
 
 
 def runs_summary(runs: list[logs.RunLog]) -> pd.DataFrame:
-    """One line per arm run found: segments, last step, hours, samples, mean pass rate."""
+    """One line per arm run found: device, segments, last step, hours, samples, mean pass rate, and whether it
+    is at the paper's scale (``at_paper_scale``: drawn in Figures 1 and 4)."""
     return pd.DataFrame(
         [
             {
@@ -531,15 +628,29 @@ def runs_summary(runs: list[logs.RunLog]) -> pd.DataFrame:
                 "arm": r.arm,
                 "N": r.rollouts,
                 "prompts_per_step": r.prompts_per_step,
+                "device": r.device,
                 "segments": r.segments,
                 "last_step": int(r.steps["step"].max()) if len(r.steps) else 0,
                 "hours": float(r.steps["hours"].max()) if len(r.steps) else 0.0,
                 "samples_k": float(r.steps["samples"].max() / 1000) if len(r.steps) else 0.0,
                 "pass_rate": float(r.steps["pass_rate"].mean()),
+                "paper_scale": at_paper_scale(r),
             }
             for r in runs
         ],
-        columns=["run", "arm", "N", "prompts_per_step", "segments", "last_step", "hours", "samples_k", "pass_rate"],
+        columns=[
+            "run",
+            "arm",
+            "N",
+            "prompts_per_step",
+            "device",
+            "segments",
+            "last_step",
+            "hours",
+            "samples_k",
+            "pass_rate",
+            "paper_scale",
+        ],
     )
 
 
@@ -574,6 +685,65 @@ def runs_provenance(runs: list[logs.RunLog]) -> str:
     if not runs:
         return "reported"
     return "reproduced" if all(at_paper_scale(r) for r in runs) else "scaled-down"
+
+
+def paper_scale_runs(runs: list[logs.RunLog]) -> list[logs.RunLog]:
+    """The runs Figures 1 and 4 draw on the paper's axes: those ``at_paper_scale``."""
+    return [r for r in runs if at_paper_scale(r)]
+
+
+def cpu_runs(runs: list[logs.RunLog]) -> list[logs.RunLog]:
+    """Runs of verl's trainer on a CPU (``trainer.device`` cpu: the harness in ``verl_recipe.cpu``)."""
+    return [r for r in runs if r.device == "cpu"]
+
+
+def arm_label(run: logs.RunLog, with_run: bool = False) -> str:
+    """The arm and its batch shape as logged, e.g. "ProRL arm, N=16 × 4 prompts" (and the run's name if asked)."""
+    prompts = f"{run.prompts_per_step:,} prompt{'s' if run.prompts_per_step != 1 else ''}"
+    label = f"{ARM_LABELS.get(run.arm, run.arm)} arm, N={run.rollouts:,} × {prompts}"
+    return f"{label} (run {run.run})" if with_run else label
+
+
+CPU_RUN_COLUMNS = ["run", "method", "label", "panel", "step", "value"]
+TRAIN_PANEL = "training score"
+
+
+def cpu_run_points(runs: list[logs.RunLog]) -> pd.DataFrame:
+    """Per CPU run and arm, against steps: validation pass@1 (``acc``) per task (panel "pass@1: <task>") and
+    the mean training reward of each step (panel ``TRAIN_PANEL``); ``label`` from ``arm_label``. Arms in the
+    paper's order (ProRL first) within each run."""
+    order = list(configs.PAPER_ARMS)
+    chosen = sorted(cpu_runs(runs), key=lambda r: (r.run, order.index(r.arm) if r.arm in order else len(order)))
+    several = len({r.run for r in chosen}) > 1
+    rows = []
+    for run in chosen:
+        label = arm_label(run, with_run=several)
+        val = run.validation[run.validation["var"] == "acc"]
+        trained = run.steps[run.steps["kept_groups"] > 0]
+        parts = [
+            pd.DataFrame({"panel": "pass@1: " + val["task"], "step": val["step"], "value": val["value"]}),
+            pd.DataFrame({"panel": TRAIN_PANEL, "step": trained["step"], "value": trained["train_score"]}),
+        ]
+        for part in parts:
+            rows.append(part.dropna().assign(run=run.run, method=ARM_LABELS.get(run.arm, run.arm), label=label))
+    if not rows:
+        return pd.DataFrame(columns=CPU_RUN_COLUMNS)
+    return pd.concat(rows, ignore_index=True)[CPU_RUN_COLUMNS]
+
+
+NO_CPU_RUN = "no run of verl's trainer on a CPU under data/runs/verl: `make verl-cpu-run` makes one"
+
+
+def paper_scale_note() -> str:
+    """One line when no run is at the paper's scale: what that takes, and where the commands are."""
+    shape = "; ".join(
+        f"{ARM_LABELS[a]} N={n} × {p} prompts for {paper_steps(a)} steps" for a, (n, p) in configs.PAPER_ARMS.items()
+    )
+    return (
+        f"no run at the paper's scale under data/runs/verl ({shape}, {configs.MAX_RESPONSE_LENGTH:,}-token "
+        "responses): Figures 1 and 4 from runs are not drawn; recipes/brorl/README.md gives the commands that make "
+        "one on a 64-GPU Ray cluster (bash recipes/brorl/<arm>/launch.sh)"
+    )
 
 
 def config_diff_table(prepared: Prepared) -> pd.DataFrame:

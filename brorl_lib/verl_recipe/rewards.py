@@ -12,8 +12,10 @@ Gym are scored by ``brorl_lib.tasks``, the same functions the evaluation uses:
   Hendrycks normalisation), then, if that says wrong, Math-Verify (ProRL v1 verified math with
   DeepScaleR's checker plus math-verify).
 * ``code``: verl's PRIME scorer, the fraction of test cases passed (ProRL v1: continuous).
+* ``instruction``: ``tasks.instruction_scoring.instruction_score``, the fraction of the prompt's IFEval
+  instructions that the final region follows, strictly (Google's IFEval checkers; ProRL: continuous).
 
-Math and Reasoning Gym answers are read after the response's last ``</think>`` only
+Math, Reasoning Gym and instruction-following answers are read after the response's last ``</think>`` only
 (``tasks.answers.final_region``). It returns ``{"score": float, "acc": 0.0 | 1.0}``; ``acc`` (full
 credit, ``tasks.credit.passed``) is what dynamic sampling filters on (``algorithm.filter_groups.metric=acc``)
 and what validation reports as pass@1.
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 from brorl_lib.core.validation import check_choice
 from brorl_lib.tasks.credit import passed
+from brorl_lib.tasks.instruction_scoring import instruction_score
 from brorl_lib.tasks.math_scoring import MATH_VERIFY_BACKENDS, score_math
 from brorl_lib.tasks.verifiers import tagged_score
 from brorl_lib.verl_recipe.codec import decode_entry
@@ -64,9 +67,11 @@ def compute_score(
         score = score_math(solution_str, ground_truth, math_verify)
     elif family == "code":
         score = code_score(solution_str, ground_truth)
+    elif family == "instruction":
+        score = instruction_score(solution_str, ground_truth)
     else:
         raise ValueError(
             f"data_source={data_source!r} is not allowed: expected 'reasoning_gym.<task>', "
-            "'math.<name>', 'stem.<name>' or 'code.<name>'"
+            "'math.<name>', 'stem.<name>', 'code.<name>' or 'instruction.<name>'"
         )
     return {"score": score, "acc": float(passed(score))}

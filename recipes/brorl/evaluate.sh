@@ -7,7 +7,7 @@
 #   bash recipes/brorl/evaluate.sh [baseline] [prorl] [brorl] [more arguments for python -m brorl_lib.evaluation]
 #
 # Without a name, all three in this order. The checkpoints and their labels in the results:
-#   baseline  nvidia/Nemotron-Research-Reasoning-Qwen-1.5B at revision main, label baseline-prorlv2-3k
+#   baseline  nvidia/Nemotron-Research-Reasoning-Qwen-1.5B at commit c62ac5e70bd5, label baseline-prorlv2-3k
 #             (Table 1's Baseline: ProRLv2 after 3000 steps, the checkpoint both arms continue)
 #   prorl     $CKPT_DIR/prorl/global_step_$PRORL_STEP/actor, label prorl-step<step> (default step 535)
 #   brorl     $CKPT_DIR/brorl/global_step_$BRORL_STEP/actor, label brorl-step<step> (default step 191)
@@ -53,7 +53,7 @@ merged() {  # merged ARM STEP: prints the Hugging Face folder of ARM's checkpoin
 
 for target in "${targets[@]}"; do
   case "$target" in
-    baseline) evaluate nvidia/Nemotron-Research-Reasoning-Qwen-1.5B baseline-prorlv2-3k --revision main ;;
+    baseline) evaluate nvidia/Nemotron-Research-Reasoning-Qwen-1.5B baseline-prorlv2-3k --revision c62ac5e70bd578a9235aa9d8e11fff2f1f63d4a0 ;;
     prorl) model=$(merged prorl "$PRORL_STEP"); evaluate "$model" "prorl-step$PRORL_STEP" ;;
     brorl) model=$(merged brorl "$BRORL_STEP"); evaluate "$model" "brorl-step$BRORL_STEP" ;;
   esac

@@ -2,7 +2,9 @@
 
 These launch ``recipes/brorl/cpu/<arm>/launch.sh`` (``python -m verl.trainer.main_ppo`` with the committed
 arm's overrides plus the CPU delta) at the smallest size that still shows each point, and check verl's own
-logs through the project's reader. About a minute and a half per launch on 2 cores (`make verl-test`).
+logs through the project's reader. About a minute and a half per launch on 2 cores (`make verl-test`). The tiny
+model carries the paper's tokenizer family (DeepSeek-R1-distill, ``model_type: qwen2``), so every launch goes
+through the tokenizer fallback; the data include math rows; ProRL keeps the recipe's four PPO mini-batches.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import shutil
 import pytest
 import torch
 
-from brorl_lib.verl_recipe import configs, logs
+from brorl_lib.verl_recipe import configs, logs, record
 from brorl_lib.verl_recipe.cpu import profile, run, tiny_model
 
 SHORT = ["trainer.total_training_steps=2", "trainer.save_freq=1", "trainer.test_freq=2"]
@@ -53,7 +55,13 @@ def test_prorl_trains_and_resumes_after_a_kill(paths):
     assert (steps["kept_samples"] == n * prompts).all()  # the kept batch is the configured size
     assert (steps["train_score"] > 0).any()  # rewards from the project's reward function
     assert ((steps["grad_norm"] > 0) & steps["grad_norm"].map(math.isfinite)).all()  # gradients flow
-    assert {"reasoning_gym.family_relationships", "reasoning_gym.aiw"} <= set(log.validation["data_source"])
+    # the math rows were scored by the recipe's reward (Math-Verify's pool) inside verl's reward worker
+    assert {"reasoning_gym.family_relationships", "reasoning_gym.aiw", "math.arithmetic"} <= set(
+        log.validation["data_source"]
+    )
+    # four PPO mini-batches: the later ones are off-policy, so the ratio leaves 1 and clipping is measured
+    merged = logs.merge_segments(sorted((paths.runs / "prorl" / "logs").glob(logs.SEGMENT_GLOB)))
+    assert all(merged[s]["actor/ppo_kl"] != 0 and math.isfinite(merged[s]["actor/pg_clipfrac"]) for s in (1, 2))
 
 
 def test_brorl_trains_with_its_batch_and_learning_rate(paths):
@@ -70,12 +78,26 @@ def test_brorl_trains_with_its_batch_and_learning_rate(paths):
     assert float(merged[1]["actor/lr"]) == pytest.approx(expected)
 
 
+def test_a_transfer_queue_cap_below_the_steps_peak_fails_the_run(paths, tmp_path):
+    n, prompts = profile.CPU_ARMS["prorl"]
+    cap = n * prompts // 2  # below the kept batch alone; the recipe's rule (no cap) is what the other runs use
+    assert "transfer_queue.backend.SimpleStorage.total_storage_size=null" in record.cpu_arm_overrides("prorl")
+    capped = run.Paths(tmp_path, tmp_path / "runs", paths.model)  # its own checkpoints and logs
+    shutil.copytree(paths.data_dir, capped.data_dir)
+    extra = ["trainer.total_training_steps=1", "trainer.val_before_train=false",
+             f"transfer_queue.backend.SimpleStorage.total_storage_size={cap}"]  # fmt: skip
+    status = launch("prorl", capped, extra, "capped.log")
+    text = (tmp_path / "capped.log").read_text(errors="replace")
+    assert status != 0 and run.latest_checkpoint(capped, "prorl") == 0
+    assert f"Storage capacity exceeded: {cap} existing + 1 new > {cap}" in text
+
+
 def test_a_run_whose_groups_are_all_filtered_stops_with_a_reason(paths, tmp_path):
     never = tmp_path / "never_scores"  # an untrained model: no answer in <answer> tags, reward 0 everywhere
     tok = tiny_model.build_tokenizer()
     torch.manual_seed(0)
     tiny_model.Qwen2ForCausalLM(tiny_model.TinyShape().config(tok)).save_pretrained(never)
-    tok.save_pretrained(never)
+    tiny_model.save_tokenizer(tok, never)
     blind = run.Paths(tmp_path, tmp_path / "runs", never)  # its own checkpoints: nothing to resume from
     run.prepare(blind, train_per_task=32)
     extra = ["trainer.total_training_steps=1", "trainer.val_before_train=false",

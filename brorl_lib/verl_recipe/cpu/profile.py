@@ -9,16 +9,20 @@ and changes or adds only the keys of ``delta(arm)``, in six groups:
 * **FSDP2**: ``strategy=fsdp2`` for actor and reference (FSDP1 syncs module states over a GPU);
 * **attention**: sdpa instead of flash-attention 2, and no padding removal (correct on CPU but 10-20x
   slower there);
-* **sizes**: N, prompts per step (the paper's P : P/4), one PPO mini-batch, the learning rate they imply
-  under the recipe's square-root rule, prompt and response lengths, steps, validation and checkpoint
-  frequency, and one worker each for data loading, agent loop and reward (each worker is a process);
+* **sizes**: N, prompts per step (the paper's P : P/4), BroRL's PPO mini-batch (its one prompt a step
+  allows one; ProRL keeps the recipe's four, so its later mini-batches are off-policy and clipping acts),
+  the learning rate they imply under the recipe's square-root rule, prompt and response lengths, steps,
+  validation and checkpoint frequency, and one worker each for data loading, agent loop and reward (each
+  worker is a process);
 * **nodes**: one node with one logical GPU (Ray must see a "GPU" for verl's worker groups), Ray CPUs
   declared beyond the two real ones and one TransferQueue storage unit (verl's defaults start more actors
   than two CPUs can schedule, and the run waits silently).
 
-Everything else (advantage estimator, clipping, KL loss, dynamic sampling and its round cap, truncated
-importance sampling, temperature, validation sampling, reward function, logger, resume) is the
-committed recipe's, so the CPU run proves the cluster recipe, not a different one.
+Everything else (advantage estimator, clipping, KL loss, dynamic sampling and its round cap through the
+custom sampler, TransferQueue's capacity rule, checkpoint retention, truncated importance sampling,
+temperature, validation sampling, reward function with Math-Verify's process pool, logger, resume) is the
+committed recipe's, and the tiny model carries the paper's tokenizer family (``tiny_model``), so the CPU run
+proves the cluster recipe, not a different one.
 """
 
 from __future__ import annotations
@@ -29,8 +33,8 @@ from brorl_lib.verl_recipe import configs
 
 PLUGIN_MODULE = "brorl_lib.verl_recipe.cpu.plugin"
 RUN_NAME = "verl-cpu"  # the committed CPU run: data/runs/verl/verl-cpu/<arm>/
-# Environment the CPU launch adds (the plugin is imported before the guard: it registers the platform
-# that verl's modules ask for at import).
+# Environment the CPU launch adds (the plugin is imported before the tokenizer fallback: it registers the
+# platform that verl's modules ask for at import).
 ENV = {"VERL_PLATFORM": "cpu", "VERL_ENGINE_DEVICE": "cuda"}  # cuda: verl's FSDP engine is registered for it
 MAX_PROMPT_LENGTH = 1024  # tokens of the tiny model's byte-level tokenizer: the CPU tasks' prompts fit
 MAX_RESPONSE_LENGTH = 32  # "<answer>...</answer>" and the end-of-turn token
@@ -51,8 +55,13 @@ class CpuSettings:
 
 
 def cpu_arms(steps: int) -> dict[str, configs.Arm]:
-    """The CPU arms with one PPO mini-batch (BroRL's one prompt per step allows no more)."""
-    return {name: configs.Arm(name, n, p, steps, mini_batches=1) for name, (n, p) in CPU_ARMS.items()}
+    """The CPU arms: the recipe's PPO mini-batch count where the prompts allow it (ProRL), else one (BroRL)."""
+    return {
+        name: configs.Arm(
+            name, n, p, steps, mini_batches=configs.PPO_MINI_BATCHES if p % configs.PPO_MINI_BATCHES == 0 else 1
+        )
+        for name, (n, p) in CPU_ARMS.items()
+    }
 
 
 def delta(arm_name: str, settings: CpuSettings) -> dict[str, tuple[str, str]]:
@@ -117,6 +126,6 @@ def overrides(arm_name: str, committed: list[str], settings: CpuSettings) -> lis
     return apply_delta(committed, {k: v for k, (v, _) in delta(arm_name, settings).items()})
 
 
-def env(guard_module: str) -> dict[str, str]:
-    """Environment of a CPU launch: the plugin and the guard through verl's hook, then ``ENV``."""
-    return {"VERL_USE_EXTERNAL_MODULES": f"{PLUGIN_MODULE},{guard_module}", **ENV}
+def env(cluster_modules: str) -> dict[str, str]:
+    """Environment of a CPU launch: the plugin, then the cluster launch's own modules, through verl's hook; ``ENV``."""
+    return {"VERL_USE_EXTERNAL_MODULES": f"{PLUGIN_MODULE},{cluster_modules}", **ENV}

@@ -19,24 +19,33 @@ smallest size (tests/test_verl_cpu.py).
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+
+from brorl_lib.core import atomic
 from brorl_lib.core.paths import BUILD_DIR, REPO_ROOT
 from brorl_lib.core.validation import check_int
+from brorl_lib.tasks.generation import EntryRequest, generate
 from brorl_lib.verl_recipe import data
+from brorl_lib.verl_recipe import launch as launch_mod
 from brorl_lib.verl_recipe.cpu import tiny_model
 from brorl_lib.verl_recipe.cpu.profile import MAX_RESPONSE_LENGTH, RUN_NAME, CpuSettings
 from brorl_lib.verl_recipe.report import RUNS_DIR
 
 TASKS = ("family_relationships", "aiw")  # Figure 4 tasks with short answers a tiny model can guess
 TRAIN_PER_TASK = 256  # our choice: more prompts than the run draws, so no prompt repeats within a run
-VAL_PER_TASK = 4  # our choice: 8 validation prompts x 16 samples each validation
+VAL_PER_TASK = 4  # our choice: 12 validation prompts (two tasks and math) x 16 samples each validation
+# Math rows, scored by the recipe's math reward (verl's MATH scorer, then Math-Verify's process pool inside
+# verl's reward worker): Reasoning Gym's basic_arithmetic questions as a local math dataset of
+# {problem, answer} records, loaded as a user's DeepScaleR file would be (data.records_frames).
+MATH_TASK = "basic_arithmetic"
+MATH_NAME = "arithmetic"  # the rows' data_source: math.arithmetic
 SEED = 0
 START_MODEL = RUNS_DIR / RUN_NAME / "start_model"  # committed (about 0.4 MB)
 RECIPE_DIR = REPO_ROOT / "recipes" / "brorl" / "cpu"
@@ -80,64 +89,46 @@ def prepare(paths: Paths, retrain_model: bool = False, train_per_task: int = TRA
     """Write the parquet files and, if missing (or asked), warm-start the model from the training rows."""
     check_int("train_per_task", train_per_task, low=1)
     train, val = data.reasoning_gym_frames(list(TASKS), train_per_task, VAL_PER_TASK, SEED)
+    math_train, math_val = data.records_frames(
+        str(math_records(paths.data_dir / "math.jsonl", train_per_task + VAL_PER_TASK)),
+        "math", train_per_task, VAL_PER_TASK, SEED, "math_dataset",
+    )  # fmt: skip
+    train, val = pd.concat([train, math_train], ignore_index=True), pd.concat([val, math_val], ignore_index=True)
     data.write_parquet(train, paths.data_dir / "train.parquet")
     data.write_parquet(val, paths.data_dir / "val.parquet")
     if retrain_model or not (paths.model / "config.json").is_file():
         tiny_model.warm_start(train, paths.model, seed=SEED)
 
 
-def launch_command(arm: str, extra: list[str]) -> list[str]:
-    script = RECIPE_DIR / arm / "launch.sh"
-    if not script.is_file():
-        raise FileNotFoundError(f"{script} is missing: write the record with python -m brorl_lib.verl_recipe.record")
-    return ["bash", str(script), *extra]
+def math_records(path: Path, count: int) -> Path:
+    """``count`` {problem, answer, data_source} records of ``MATH_TASK`` as JSONL at ``path`` (same seed, same file)."""
+    entries = generate([EntryRequest(MATH_TASK, count, data.task_seed(SEED, MATH_TASK, "math"))])[0]
+    records = [{"problem": e["question"], "answer": str(e["answer"]), "data_source": MATH_NAME} for e in entries]
+    atomic.write_text(path, "".join(json.dumps(r) + "\n" for r in records))
+    return path
 
 
-def start(arm: str, paths: Paths, extra: list[str], log) -> subprocess.Popen:
-    """Start one arm's cpu launch script in its own process group (so ``stop`` can take Ray down with it)."""
-    return subprocess.Popen(
-        launch_command(arm, list(extra)), env=paths.env(), start_new_session=True, stdout=log, stderr=log
-    )
+def script(arm: str) -> Path:
+    """The arm's committed cpu-profile launch script."""
+    path = RECIPE_DIR / arm / "launch.sh"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: write the record with python -m brorl_lib.verl_recipe.record")
+    return path
 
 
 def launch(arm: str, paths: Paths, extra: list[str] = (), timeout_s: float = 1800, log=None) -> int:
     """Run one arm's cpu launch script to its end (a new log segment; resumes from its newest checkpoint)."""
-    proc = start(arm, paths, extra, log)
-    try:
-        return proc.wait(timeout=timeout_s)
-    finally:
-        stop(proc)
+    return launch_mod.launch(script(arm), paths.env(), extra, timeout_s, log)
 
 
 def latest_checkpoint(paths: Paths, arm: str) -> int:
     """The step of the arm's newest checkpoint (0: none), as verl records it."""
-    marker = paths.checkpoints / arm / "latest_checkpointed_iteration.txt"
-    return int(marker.read_text().strip()) if marker.is_file() else 0
+    return launch_mod.latest_checkpoint(paths.checkpoints / arm)
 
 
 def launch_and_kill(arm: str, paths: Paths, after_step: int, extra: list[str] = (), timeout_s: float = 900, log=None):
     """Start the arm and kill the whole launch (driver, Ray and its workers) once checkpoint ``after_step`` exists."""
-    proc = start(arm, paths, extra, log)
-    deadline = time.monotonic() + timeout_s
-    try:
-        while latest_checkpoint(paths, arm) < after_step:
-            if proc.poll() is not None:
-                raise RuntimeError(f"arm {arm} ended (status {proc.returncode}) before checkpoint {after_step}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"arm {arm}: no checkpoint {after_step} within {timeout_s:.0f} s")
-            time.sleep(1.0)
-    finally:
-        stop(proc)
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """Kill a launch's process group (the driver and the Ray processes it started) and wait for it."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    proc.wait()
+    launch_mod.launch_and_kill(script(arm), paths.env(), paths.checkpoints / arm, after_step, extra, timeout_s, log)
 
 
 def merge(paths: Paths, arm: str, step: int) -> Path:

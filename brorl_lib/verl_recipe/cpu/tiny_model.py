@@ -1,17 +1,22 @@
 """A tiny Qwen2 and its tokenizer for the CPU run, warm-started on the recipe's own training prompts.
 
-verl applies the tokenizer's chat template to each parquet row's ``prompt`` and, for Qwen-family models,
-checks that the template's pieces are single tokens (``<|im_end|>``; a line break as one token), or it
-drops every prompt. The tokenizer here is character-level over GPT-2's 256 byte-level characters (so any
-text encodes, one token per byte) plus Qwen's ``<|endoftext|>``, ``<|im_start|>`` and ``<|im_end|>``,
-with Qwen's ChatML template. The warm start is supervised: "<answer>{answer}</answer><|im_end|>" after
-each templated prompt (the recipe's prompt and the evaluation protocol's), the prompt masked, so that the
-model answers in the recipe's format and gets some, not all, answers right: the pass rate strictly between
-0 and 1 that dynamic sampling needs, and a score above 0 under ``python -m brorl_lib.evaluation``.
+The paper's start model descends from DeepSeek-R1-Distill-Qwen-1.5B: ``model_type: qwen2`` with DeepSeek's
+tokenizer and chat template, no ChatML tokens. The tiny model is built the same way, so the CPU run meets
+what a cluster run meets: verl 0.9.1 picks its Qwen continuous-token builder from ``model_type`` and that
+builder requires ``<|im_end|>`` (``tokenizer_fallback`` is the fix every launch loads). The tokenizer is
+character-level over GPT-2's 256 byte-level characters (any text encodes, one token per byte) plus
+DeepSeek's special tokens ``<｜begin▁of▁sentence｜>``, ``<｜end▁of▁sentence｜>`` (end of turn and padding,
+as in the R1 distills), ``<｜User｜>`` and ``<｜Assistant｜>``, with the R1 distills' chat template (the
+generation prompt opens ``<think>``). The warm start is supervised: "<answer>{answer}</answer>" and the
+end-of-sentence token after each templated prompt (the recipe's prompt and the evaluation protocol's),
+the prompt masked, so that the model answers in the recipe's format and gets some, not all, answers right:
+the pass rate strictly between 0 and 1 that dynamic sampling needs, and a score above 0 under
+``python -m brorl_lib.evaluation``.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,12 +32,25 @@ from brorl_lib.core.validation import check_int, check_positive
 
 hf_logging.disable_progress_bar()
 
-PAD, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
-# Qwen2's ChatML template, without tools or a default system prompt.
+BOS = "<\uff5cbegin\u2581of\u2581sentence\uff5c>"  # <｜begin▁of▁sentence｜>
+EOS = "<\uff5cend\u2581of\u2581sentence\uff5c>"  # <｜end▁of▁sentence｜>: end of turn, also padding
+USER, ASSISTANT = "<\uff5cUser\uff5c>", "<\uff5cAssistant\uff5c>"
+# DeepSeek-R1-Distill-Qwen's chat template for system, user and assistant turns (no tools): the system prompt
+# after the BOS token, an assistant turn's reasoning before </think> dropped, the generation prompt opening <think>.
 CHAT_TEMPLATE = (
-    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    "{% set ns = namespace(system_prompt='') %}{% for message in messages %}{% if message['role'] == 'system' %}"
+    "{% set ns.system_prompt = message['content'] %}{% endif %}{% endfor %}{{ bos_token }}{{ ns.system_prompt }}"
+    "{% for message in messages %}{% if message['role'] == 'user' %}{{ '" + USER + "' + message['content'] }}"
+    "{% elif message['role'] == 'assistant' %}{% set content = message['content'] %}"
+    "{% if '</think>' in content %}{% set content = content.split('</think>')[-1] %}{% endif %}"
+    "{{ '" + ASSISTANT + "' + content + '" + EOS + "' }}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '" + ASSISTANT + "<think>\\n' }}{% endif %}"
 )
+# What DeepSeek-R1-Distill-Qwen's tokenizer_config.json says beside the tokens: LlamaTokenizerFast and no
+# unknown token. Without "unk_token": null, transformers (5.x, model_type qwen2) loads a Qwen2 tokenizer that
+# adds "<|endoftext|>" as its unknown token, "<|im_end|>" then resolves to it, and verl's Qwen builder is
+# built silently on the wrong id instead of failing as it does on the real model.
+SAVED_CONFIG = {"tokenizer_class": "LlamaTokenizerFast", "unk_token": None}
 IGNORE = -100  # transformers' label for positions without loss
 
 
@@ -59,14 +77,14 @@ class TinyShape:
             num_key_value_heads=self.kv_heads,
             max_position_embeddings=self.max_positions,
             tie_word_embeddings=True,
-            bos_token_id=tokenizer.convert_tokens_to_ids(PAD),
+            bos_token_id=tokenizer.bos_token_id,
             eos_token_id=tokenizer.eos_token_id,
             pad_token_id=tokenizer.pad_token_id,
         )
 
 
 def build_tokenizer() -> PreTrainedTokenizerFast:
-    """One token per byte (GPT-2's byte-level characters), plus the three ChatML special tokens."""
+    """One token per byte (GPT-2's byte-level characters), plus DeepSeek-R1-Distill's four special tokens."""
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     vocab = {tok: i for i, tok in enumerate(sorted(alphabet))}
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token=None))
@@ -79,9 +97,19 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
     )
     core.decoder = decoders.ByteLevel()
     tok = PreTrainedTokenizerFast(tokenizer_object=core, padding_side="left")
-    tok.add_special_tokens({"pad_token": PAD, "eos_token": IM_END, "additional_special_tokens": [IM_START]})
+    tok.add_special_tokens(
+        {"bos_token": BOS, "eos_token": EOS, "pad_token": EOS, "additional_special_tokens": [USER, ASSISTANT]}
+    )
     tok.chat_template = CHAT_TEMPLATE
     return tok
+
+
+def save_tokenizer(tokenizer: PreTrainedTokenizerFast, folder: str | Path) -> None:
+    """``tokenizer.save_pretrained(folder)`` with DeepSeek-R1-Distill's ``SAVED_CONFIG`` in tokenizer_config.json."""
+    tokenizer.save_pretrained(folder)
+    path = Path(folder) / "tokenizer_config.json"
+    config = {**json.loads(path.read_text(encoding="utf-8")), **SAVED_CONFIG}
+    path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def prompt_text(tokenizer: PreTrainedTokenizerFast, messages: list[dict]) -> str:
@@ -101,9 +129,11 @@ def prompt_variants(messages: list[dict], extra_info: dict) -> list[str]:
     return texts
 
 
-def target_text(ground_truth: str) -> str:
-    """What the warm start teaches: the answer in ProRL's Reasoning Gym tags, then the end of the turn."""
-    return f"<answer>{ground_truth}</answer>{IM_END}"
+def target_text(ground_truth: str, family: str = "reasoning_gym") -> str:
+    """What the warm start teaches, then the end of the turn: the answer in ProRL's Reasoning Gym tags, or in
+    ``\\boxed{}`` for math (the recipe's math instruction)."""
+    answer = f"\\boxed{{{ground_truth}}}" if family == "math" else f"<answer>{ground_truth}</answer>"
+    return answer + EOS
 
 
 def sft_batch(tokenizer: PreTrainedTokenizerFast, prompts: list[str], targets: list[str]) -> dict[str, torch.Tensor]:
@@ -147,7 +177,7 @@ def warm_start(
     for messages, extra, reward in zip(train["prompt"], train["extra_info"], train["reward_model"]):
         for text in prompt_variants(messages, extra):
             prompts.append(prompt_text(tokenizer, [{"role": "user", "content": text}]))
-            targets.append(target_text(reward["ground_truth"]))
+            targets.append(target_text(reward["ground_truth"], extra.get("family", "reasoning_gym")))
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     model.train()
@@ -161,7 +191,7 @@ def warm_start(
 
     def save(tmp: Path) -> None:
         model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
+        save_tokenizer(tokenizer, tmp)
 
     atomic.write_folder(Path(out_dir), save)
     return Path(out_dir)

@@ -10,7 +10,7 @@
 # backend. MODEL_PATH is a tiny model (python -m brorl_lib.verl_recipe.cpu.run prepares one).
 #
 # Machine-specific paths come from the environment (no quotes or backslashes in them):
-#   MODEL_PATH  local folder of the starting checkpoint, nvidia/Nemotron-Research-Reasoning-Qwen-1.5B at revision main
+#   MODEL_PATH  local folder of the starting checkpoint, nvidia/Nemotron-Research-Reasoning-Qwen-1.5B at configs.MODEL_REVISION
 #   DATA_DIR    folder holding train.parquet and val.parquet (notebook 05 writes them to <work_dir>/<run_name>/data)
 #   CKPT_DIR    folder for verl's checkpoints; each arm's go to $CKPT_DIR/<arm>
 #   RUN_DIR     optional: logs go to $RUN_DIR/brorl (default <repo>/data/runs/verl/verl-cpu/brorl)
@@ -18,8 +18,10 @@
 # Before the first launch: `make install` (verl runs on this machine; the one GPU is a logical Ray
 # resource, the work runs on the CPU through the plugin brorl_lib/verl_recipe/cpu/plugin.py). Then:
 #   MODEL_PATH=... DATA_DIR=... CKPT_DIR=... bash recipes/brorl/cpu/brorl/launch.sh
-# Re-running the same command resumes from the newest checkpoint (trainer.resume_mode=auto) and
-# logs to the next segment file. Extra Hydra overrides may follow the command.
+# Training runs in stops at steps 6: one launch of verl each, ending with a checkpoint
+# that verl keeps (the Table 1 rows to evaluate). Re-running the same command skips the stops already
+# checkpointed, resumes from the newest checkpoint (trainer.resume_mode=auto) and logs each launch to the
+# next segment file. Extra Hydra overrides may follow the command.
 set -euo pipefail
 for var in MODEL_PATH DATA_DIR CKPT_DIR; do
   [[ -n "${!var:-}" ]] || { echo "[brorl] set $var (see the header of $0)" >&2; exit 2; }
@@ -31,17 +33,21 @@ ARM_DIR="${RUN_DIR:-$REPO_ROOT/data/runs/verl/verl-cpu}/brorl"
 mkdir -p "$ARM_DIR"
 cp "$RECIPE_DIR/config.yaml" "$RECIPE_DIR/overrides.txt" "$ARM_DIR/"
 PYTHON="${PYTHON:-python3}"
+CKPT_ARM="${CKPT_DIR}/brorl"
 mkdir -p "$ARM_DIR/logs"
-SEGMENT=$(find "$ARM_DIR/logs" -maxdepth 1 -name 'segment_*.jsonl' | wc -l)
-LOG_FILE=$(printf '%s/logs/segment_%03d.jsonl' "$ARM_DIR" "$SEGMENT")
-export VERL_FILE_LOGGER_PATH="$LOG_FILE"
 export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
-export VERL_USE_EXTERNAL_MODULES=brorl_lib.verl_recipe.cpu.plugin,brorl_lib.verl_recipe.guard
+export VERL_USE_EXTERNAL_MODULES=brorl_lib.verl_recipe.cpu.plugin,brorl_lib.verl_recipe.tokenizer_fallback
 export VERL_PLATFORM=cpu
 export VERL_ENGINE_DEVICE=cuda
-echo "[brorl] arm brorl, segment $SEGMENT, log $LOG_FILE"
 cd "$REPO_ROOT"
-"$PYTHON" -m verl.trainer.main_ppo \
+for STOP in 6; do
+  DONE=$(cat "$CKPT_ARM/latest_checkpointed_iteration.txt" 2>/dev/null || echo 0)
+  (( DONE < STOP )) || continue
+  SEGMENT=$(find "$ARM_DIR/logs" -maxdepth 1 -name 'segment_*.jsonl' | wc -l)
+  LOG_FILE=$(printf '%s/logs/segment_%03d.jsonl' "$ARM_DIR" "$SEGMENT")
+  export VERL_FILE_LOGGER_PATH="$LOG_FILE"
+  echo "[brorl] arm brorl, steps $DONE to $STOP, segment $SEGMENT, log $LOG_FILE"
+  "$PYTHON" -m verl.trainer.main_ppo \
   algorithm.adv_estimator=reinforce_plus_plus_baseline \
   algorithm.use_kl_in_reward=false \
   critic.enable=false \
@@ -50,6 +56,12 @@ cd "$REPO_ROOT"
   algorithm.filter_groups.max_num_gen_batches=10 \
   algorithm.rollout_correction.rollout_is=token \
   algorithm.rollout_correction.rollout_is_threshold=0.5_5.0 \
+  trainer.v1.sampler.custom_sampler.path=pkg://brorl_lib.verl_recipe.guard \
+  trainer.v1.sampler.custom_sampler.name=BoundedReplayBuffer \
+  '+trainer.v1.sampler.sampler_kwargs.filter_groups_metric=${algorithm.filter_groups.metric}' \
+  '+trainer.v1.sampler.sampler_kwargs.max_num_gen_batches=${algorithm.filter_groups.max_num_gen_batches}' \
+  '+trainer.v1.sampler.sampler_kwargs.train_batch_size=${data.train_batch_size}' \
+  transfer_queue.backend.SimpleStorage.total_storage_size=null \
   "data.train_files=['${DATA_DIR}/train.parquet']" \
   "data.val_files=['${DATA_DIR}/val.parquet']" \
   data.train_batch_size=1 \
@@ -94,6 +106,7 @@ cd "$REPO_ROOT"
   trainer.total_epochs=100000 \
   trainer.test_freq=2 \
   trainer.save_freq=2 \
+  trainer.max_actor_ckpt_to_keep=1 \
   trainer.val_before_train=true \
   trainer.resume_mode=auto \
   "trainer.default_local_dir='${CKPT_DIR}/brorl'" \
@@ -107,9 +120,11 @@ cd "$REPO_ROOT"
   +ray_kwargs.ray_init.num_gpus=1 \
   +ray_kwargs.ray_init.num_cpus=16 \
   transfer_queue.backend.SimpleStorage.num_data_storage_units=1 \
+  trainer.total_training_steps="$STOP" \
   "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH='$LOG_FILE'" \
   "+ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH='$REPO_ROOT'" \
   "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES='$VERL_USE_EXTERNAL_MODULES'" \
   "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_PLATFORM='$VERL_PLATFORM'" \
   "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_ENGINE_DEVICE='$VERL_ENGINE_DEVICE'" \
   "$@" 2>&1 | tee -a "$ARM_DIR/console.log"
+done

@@ -1,0 +1,135 @@
+"""The one-node smoke profile: what a user runs first on real hardware, before the 64-GPU run.
+
+``recipes/brorl/smoke/<arm>/`` is each committed arm's overrides plus a short, listed delta (``delta``):
+one node of ``n_gpus_per_node`` GPUs, the paper's N and prompts per step unchanged (so vLLM, TransferQueue,
+the driver's padded batch and dynamic sampling meet the paper's batch), responses cut to
+``response_length`` tokens, ``steps`` steps with a checkpoint after each. Everything else is the recipe's,
+including the start model's tokenizer, flash-attn and Math-Verify's pool in the reward worker: every
+failure a week-long run could meet in its first step, met in about two node-hours.
+
+``python -m brorl_lib.verl_recipe.smoke`` runs it per arm: a launch killed after checkpoint 1, a relaunch
+that must resume at step 2 into a new log segment, then the seconds per step read back from verl's own logs
+and the hours they imply for the paper's steps (an estimate from this machine, not from Table 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from brorl_lib.core.paths import REPO_ROOT
+from brorl_lib.core.validation import check_int
+from brorl_lib.paper import reported as paper
+from brorl_lib.verl_recipe import configs, launch, logs
+
+RECIPE_DIR = REPO_ROOT / "recipes" / "brorl" / "smoke"
+RUN_NAME = "smoke"  # logs under data/runs/verl/smoke/<arm>/ unless RUN_DIR is set
+DELTA_GROUPS = ("nodes", "length", "schedule")
+
+
+@dataclass(frozen=True)
+class SmokeSettings:
+    """The smoke profile's shape (our choices: one 8-GPU node, 2,048-token responses, two steps)."""
+
+    nnodes: int = 1
+    n_gpus_per_node: int = 8
+    response_length: int = 2048  # tokens: long enough for a reasoning model to answer some prompts
+    steps: int = 2
+
+    def __post_init__(self) -> None:
+        if self.nnodes != 1:
+            raise ValueError(
+                f"trainer.nnodes={self.nnodes} is not allowed in the smoke profile: it runs on one node "
+                "(use the cluster profile, recipes/brorl/<arm>/, for more)"
+            )
+        check_int("trainer.n_gpus_per_node", self.n_gpus_per_node, low=1)
+        check_int("data.max_response_length", self.response_length, low=1)
+        check_int("trainer.total_training_steps", self.steps, low=2)  # a kill after step 1, a resume to step 2
+
+
+def delta(settings: SmokeSettings = SmokeSettings()) -> dict[str, tuple[str, str]]:
+    """Hydra key -> (value, group) of every override the smoke profile changes in an arm's recorded overrides."""
+    groups = {
+        "nodes": {"trainer.nnodes": str(settings.nnodes), "trainer.n_gpus_per_node": str(settings.n_gpus_per_node)},
+        "length": {
+            "data.max_response_length": str(settings.response_length),
+            "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": str(
+                2 * (configs.MAX_PROMPT_LENGTH + settings.response_length)
+            ),
+        },
+        "schedule": {
+            "trainer.total_training_steps": str(settings.steps),
+            "trainer.save_freq": "1",
+            "trainer.test_freq": str(settings.steps),
+        },
+    }
+    return {key: (value, group) for group, items in groups.items() for key, value in items.items()}
+
+
+def overrides(committed: list[str], settings: SmokeSettings = SmokeSettings()) -> list[str]:
+    """The smoke profile of one arm: ``committed`` (the arm's recorded overrides) plus ``delta``."""
+    from brorl_lib.verl_recipe.cpu.profile import apply_delta
+
+    return apply_delta(committed, {k: v for k, (v, _) in delta(settings).items()})
+
+
+def arm(name: str, settings: SmokeSettings = SmokeSettings()) -> configs.Arm:
+    """The paper's arm ``name`` (its N and prompts per step) for ``settings.steps`` steps."""
+    n, prompts = configs.PAPER_ARMS[name]
+    return configs.Arm(name, n, prompts, settings.steps)
+
+
+def seconds_per_step(arm_dir: Path) -> float:
+    """Median wall seconds of the trained steps verl logged for the arm (validation excluded)."""
+    steps = logs.read_run(arm_dir).steps
+    trained = steps.loc[steps["kept_groups"] > 0, "step_s"]
+    if trained.empty:
+        raise RuntimeError(f"{arm_dir}: no trained step was logged")
+    return float(trained.median())
+
+
+def report(name: str, arm_dir: Path, settings: SmokeSettings) -> str:
+    """One line: seconds per step here, and the hours they imply for the paper's steps (our linear estimate)."""
+    s = seconds_per_step(arm_dir)
+    steps = configs.table1_stops(name)[-1]
+    gpus = settings.nnodes * settings.n_gpus_per_node
+    paper_gpus = int(paper.setting("gpus"))
+    return (
+        f"{name}: {s:.1f} s per step at {settings.response_length}-token responses on {gpus} GPUs; "
+        f"{steps} steps: {s * steps / 3600:.1f} h here, about {s * steps / 3600 * gpus / paper_gpus:.1f} h on "
+        f"{paper_gpus} GPUs if it scales linearly (an estimate; responses up to "
+        f"{configs.MAX_RESPONSE_LENGTH} tokens take longer)"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m brorl_lib.verl_recipe.smoke", description=__doc__.splitlines()[0])
+    p.add_argument("--arms", nargs="+", default=list(configs.PAPER_ARMS), choices=list(configs.PAPER_ARMS))
+    p.add_argument("--timeout", type=float, default=7200, help="seconds per launch (default 2 h)")
+    args = p.parse_args(argv)
+    missing = [v for v in ("MODEL_PATH", "DATA_DIR", "CKPT_DIR") if not os.environ.get(v)]
+    if missing:
+        p.error(f"set {', '.join(missing)} (see recipes/brorl/README.md)")
+    settings = SmokeSettings()
+    runs = Path(os.environ.get("RUN_DIR") or REPO_ROOT / "data" / "runs" / "verl" / RUN_NAME)
+    runs.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "RUN_DIR": str(runs), "PYTHON": os.environ.get("PYTHON", sys.executable)}
+    for name in args.arms:
+        script = RECIPE_DIR / name / "launch.sh"
+        checkpoints = Path(os.environ["CKPT_DIR"]) / name
+        with open(runs / f"{name}.smoke.log", "ab") as log:
+            launch.launch_and_kill(script, env, checkpoints, 1, timeout_s=args.timeout, log=log)
+            print(f"{name}: killed after checkpoint 1; relaunching to resume", flush=True)
+            status = launch.launch(script, env, timeout_s=args.timeout, log=log)
+        if status != 0 or launch.latest_checkpoint(checkpoints) < settings.steps:
+            print(f"{name}: the resumed launch failed (status {status}); see {log.name}", file=sys.stderr)
+            return 1
+        print(report(name, runs / name, settings), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
