@@ -38,7 +38,8 @@ unit: $(STAMP) sandbox-deps
 	$(BIN)/python -m pytest -q tests --ignore=tests/browser --ignore=tests/test_vllm.py --ignore=tests/verl_cpu
 
 ## verl's own trainer (main_ppo) on this CPU with the committed recipe's cpu profile: both arms, a resume
-## after a kill, dynamic sampling's round cap (a few minutes; tests/verl_cpu).
+## after a kill, a TransferQueue cap below the step's peak, dynamic sampling's round cap (5 launches of about
+## 2 minutes each; tests/verl_cpu).
 .PHONY: verl-test verl-cpu-run
 verl-test: $(STAMP)
 	$(BIN)/python -m pytest -q tests/verl_cpu

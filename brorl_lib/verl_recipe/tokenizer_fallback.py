@@ -39,6 +39,7 @@ TARGETS = (
 )
 
 logger = logging.getLogger(__name__)
+_announced: set[str] = set()  # model types the fallback has been logged for in this process (once each)
 
 
 def has_token(tokenizer, token: str) -> bool:
@@ -64,7 +65,8 @@ def with_fallback(create):
     @functools.wraps(create)
     def create_with_fallback(tokenizer, *, model_family="auto", hf_model_type=None, **kwargs):
         family = fallback_family(tokenizer, hf_model_type) if str(model_family).lower() == "auto" else None
-        if family is not None:
+        if family is not None and hf_model_type not in _announced:
+            _announced.add(hf_model_type)
             logger.warning(
                 "config.json model_type=%r selects verl's Qwen builder, but the tokenizer has no %s and has "
                 "DeepSeek's %s: using the %s builder (%s)",
@@ -74,6 +76,7 @@ def with_fallback(create):
                 family,
                 MODULE,
             )
+        if family is not None:
             model_family = family
         return create(tokenizer, model_family=model_family, hf_model_type=hf_model_type, **kwargs)
 
