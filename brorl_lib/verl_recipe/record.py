@@ -35,7 +35,8 @@ RECORD_DIR = REPO_ROOT / "recipes" / "brorl"
 COMMAND = "python -m brorl_lib.verl_recipe.record"
 EXECUTABLE = tuple(f"{d}{a}/launch.sh" for d in ("", "cpu/", "smoke/") for a in ("prorl", "brorl")) + ("evaluate.sh",)
 VARIABLES = {  # environment variable -> what it holds; <NAME> in overrides.txt and config.yaml
-    "MODEL_PATH": f"local folder of the starting checkpoint, {report.PRORLV2_CHECKPOINT} at configs.MODEL_REVISION",
+    "MODEL_PATH": f"local folder of the starting checkpoint, {report.PRORLV2_CHECKPOINT} at commit "
+    f"{configs.MODEL_REVISION[:12]}",
     "DATA_DIR": "folder holding train.parquet and val.parquet (notebook 05 writes them to <work_dir>/<run_name>/data)",
     "CKPT_DIR": "folder for verl's checkpoints; each arm's go to $CKPT_DIR/<arm>",
 }
@@ -298,7 +299,7 @@ The learning rate is {cluster.base_lr:g} for ProRL and scaled by the square root
 (√8) for BroRL, with the same number of PPO mini-batches per step (paper §4.2.1). The steps are those of
 each arm's last Table 1 row. The cluster is the paper's 64 GPUs as {layout}: the paper states
 64 H100s, not the node layout, so 8 × 8 is our reading. Validation every {cluster.test_freq} steps, a checkpoint every
-{cluster.save_freq} steps and at the last one.
+{cluster.save_freq} steps and at each of the arm's Table 1 steps (kept; see below).
 
 ## Files
 
@@ -308,6 +309,7 @@ each arm's last Table 1 row. The cluster is the paper's 64 GPUs as {layout}: the
 | `<arm>/overrides.txt` | those overrides, one a line |
 | `<arm>/config.yaml` | verl's `ppo_trainer.yaml` composed with them by Hydra and checked by verl's `validate_config` |
 | `evaluate.sh` | the paper's evaluation protocol (Appendix D) on the starting checkpoint and both arms' checkpoints |
+| `smoke/<arm>/` | the same three files for the smoke profile: one node, the paper's batch, two steps (step 5 below) |
 | `cpu/<arm>/` | the same three files for the cpu profile (below): verl's trainer on a CPU at toy scale |
 
 Paths differ between machines, so they are environment variables; the overrides and configs write

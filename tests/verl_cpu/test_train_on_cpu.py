@@ -19,6 +19,7 @@ from brorl_lib.verl_recipe import configs, logs, record
 from brorl_lib.verl_recipe.cpu import profile, run, tiny_model
 
 SHORT = ["trainer.total_training_steps=2", "trainer.save_freq=1", "trainer.test_freq=2"]
+NO_FIRST_VALIDATION = [*SHORT, "trainer.val_before_train=false"]  # where no check reads step 0's validation
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,7 @@ def trained(log: logs.RunLog):
 
 def test_prorl_trains_and_resumes_after_a_kill(paths):
     with open(paths.work / "prorl-killed.log", "wb") as log:
-        run.launch_and_kill("prorl", paths, after_step=1, extra=SHORT, log=log)
+        run.launch_and_kill("prorl", paths, after_step=1, extra=NO_FIRST_VALIDATION, log=log)
     assert run.latest_checkpoint(paths, "prorl") == 1
     status = launch("prorl", paths, SHORT, "prorl-resumed.log")
     assert status == 0, (paths.work / "prorl-resumed.log").read_text()[-3000:]
@@ -65,7 +66,7 @@ def test_prorl_trains_and_resumes_after_a_kill(paths):
 
 
 def test_brorl_trains_with_its_batch_and_learning_rate(paths):
-    assert launch("brorl", paths, SHORT, "brorl.log") == 0, (paths.work / "brorl.log").read_text()[-3000:]
+    assert launch("brorl", paths, NO_FIRST_VALIDATION, "brorl.log") == 0, (paths.work / "brorl.log").read_text()[-3000:]
     log = logs.read_run(paths.runs / "brorl")
     steps = trained(log)
     assert list(steps.index) == [1, 2]

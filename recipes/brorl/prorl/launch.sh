@@ -7,7 +7,7 @@
 # The paper ran on 64 H100 GPUs and does not state the node layout: 8 nodes x 8 GPUs is our reading.
 #
 # Machine-specific paths come from the environment (no quotes or backslashes in them):
-#   MODEL_PATH  local folder of the starting checkpoint, nvidia/Nemotron-Research-Reasoning-Qwen-1.5B at configs.MODEL_REVISION
+#   MODEL_PATH  local folder of the starting checkpoint, nvidia/Nemotron-Research-Reasoning-Qwen-1.5B at commit c62ac5e70bd5
 #   DATA_DIR    folder holding train.parquet and val.parquet (notebook 05 writes them to <work_dir>/<run_name>/data)
 #   CKPT_DIR    folder for verl's checkpoints; each arm's go to $CKPT_DIR/<arm>
 #   RUN_DIR     optional: logs go to $RUN_DIR/prorl (default <repo>/data/runs/verl/brorl-repro/prorl)
@@ -18,10 +18,11 @@
 #   other nodes: ray start --address=<head-ip>:6379
 # (with one node nothing needs starting: verl starts a local Ray). Then, on the head node:
 #   MODEL_PATH=... DATA_DIR=... CKPT_DIR=... bash recipes/brorl/prorl/launch.sh
-# Training runs in stops at steps 225, 535: one launch of verl each, ending with a checkpoint
-# that verl keeps (the Table 1 rows to evaluate). Re-running the same command skips the stops already
-# checkpointed, resumes from the newest checkpoint (trainer.resume_mode=auto) and logs each launch to the
-# next segment file. Extra Hydra overrides may follow the command.
+# Training runs in stops at steps 225, 535: one launch of verl each, ending with a
+# checkpoint that verl keeps (the Table 1 rows to evaluate). Re-running the same command skips the stops
+# already checkpointed.
+# Each launch resumes from the newest checkpoint (trainer.resume_mode=auto) and logs to the next
+# segment file. Extra Hydra overrides may follow the command.
 set -euo pipefail
 for var in MODEL_PATH DATA_DIR CKPT_DIR; do
   [[ -n "${!var:-}" ]] || { echo "[brorl] set $var (see the header of $0)" >&2; exit 2; }

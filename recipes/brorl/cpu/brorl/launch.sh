@@ -10,7 +10,7 @@
 # backend. MODEL_PATH is a tiny model (python -m brorl_lib.verl_recipe.cpu.run prepares one).
 #
 # Machine-specific paths come from the environment (no quotes or backslashes in them):
-#   MODEL_PATH  local folder of the starting checkpoint, nvidia/Nemotron-Research-Reasoning-Qwen-1.5B at configs.MODEL_REVISION
+#   MODEL_PATH  local folder of the starting checkpoint, nvidia/Nemotron-Research-Reasoning-Qwen-1.5B at commit c62ac5e70bd5
 #   DATA_DIR    folder holding train.parquet and val.parquet (notebook 05 writes them to <work_dir>/<run_name>/data)
 #   CKPT_DIR    folder for verl's checkpoints; each arm's go to $CKPT_DIR/<arm>
 #   RUN_DIR     optional: logs go to $RUN_DIR/brorl (default <repo>/data/runs/verl/verl-cpu/brorl)
@@ -18,10 +18,10 @@
 # Before the first launch: `make install` (verl runs on this machine; the one GPU is a logical Ray
 # resource, the work runs on the CPU through the plugin brorl_lib/verl_recipe/cpu/plugin.py). Then:
 #   MODEL_PATH=... DATA_DIR=... CKPT_DIR=... bash recipes/brorl/cpu/brorl/launch.sh
-# Training runs in stops at steps 6: one launch of verl each, ending with a checkpoint
-# that verl keeps (the Table 1 rows to evaluate). Re-running the same command skips the stops already
-# checkpointed, resumes from the newest checkpoint (trainer.resume_mode=auto) and logs each launch to the
-# next segment file. Extra Hydra overrides may follow the command.
+# One launch of verl trains to step 6; re-running the same command resumes it until that step
+# is checkpointed.
+# Each launch resumes from the newest checkpoint (trainer.resume_mode=auto) and logs to the next
+# segment file. Extra Hydra overrides may follow the command.
 set -euo pipefail
 for var in MODEL_PATH DATA_DIR CKPT_DIR; do
   [[ -n "${!var:-}" ]] || { echo "[brorl] set $var (see the header of $0)" >&2; exit 2; }
