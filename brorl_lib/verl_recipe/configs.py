@@ -133,6 +133,12 @@ def table1_stops(arm_name: str) -> list[int]:
     return sorted(int(s) for s in rows["steps_added"])
 
 
+def segment_stops(arm_name: str, last_step: int) -> list[int]:
+    """Where a launch script ends a segment: the arm's Table 1 steps below ``last_step``, then ``last_step``.
+    verl saves a checkpoint at a run's last step, so each Table 1 row gets a checkpoint to evaluate."""
+    return [s for s in table1_stops(arm_name) if s < last_step] + [last_step]
+
+
 def min_storage_size(arm: Arm) -> int:
     """The smallest TransferQueue cap (samples) the recipe's rule allows for ``arm``."""
     return STORAGE_MULTIPLE * arm.samples_per_step

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path, PurePosixPath
 
-from brorl_lib.verl_recipe.configs import Arm, Cluster, table1_stops
+from brorl_lib.verl_recipe.configs import Arm, Cluster, segment_stops
 
 ENTRY_POINT = "verl.trainer.main_ppo"  # verl 0.9.1's PPO entry (the v1 trainer, which implements filter_groups)
 # What every launch sets: verl imports the tokenizer fallback in each of its processes (agent-loop workers
@@ -121,9 +121,8 @@ def cluster_setup(cluster: Cluster) -> str:
 
 
 def stops(arm: Arm) -> list[int]:
-    """Where the launch script ends a segment: the arm's Table 1 steps below its last step, then the last step.
-    verl saves a checkpoint at a run's last step, so each Table 1 row gets a checkpoint to evaluate."""
-    return [s for s in table1_stops(arm.name) if s < arm.steps] + [arm.steps]
+    """Where the arm's launch script ends a segment (``configs.segment_stops``)."""
+    return segment_stops(arm.name, arm.steps)
 
 
 def stops_note(arm: Arm) -> str:

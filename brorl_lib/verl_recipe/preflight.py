@@ -235,12 +235,14 @@ def parameter_count(cfg: dict) -> int:
 
 
 def kept_checkpoints(plan: ArmPlan) -> int:
-    """One per stop of the launch script (``launch.stops``) plus trainer.max_actor_ckpt_to_keep (null: every save)."""
+    """One per stop of the launch script (``configs.segment_stops``) plus trainer.max_actor_ckpt_to_keep (null: every
+    save)."""
     ov = plan.overrides
     total, freq = int(setting(ov, "trainer.total_training_steps")), int(setting(ov, "trainer.save_freq"))
     keep = setting(ov, "trainer.max_actor_ckpt_to_keep")
-    stops = [s for s in configs.table1_stops(plan.name) if s < total] + [total]
-    return len(stops) + (int(keep) if keep is not None else (total // freq + 1 if freq > 0 else 0))
+    return len(configs.segment_stops(plan.name, total)) + (
+        int(keep) if keep is not None else (total // freq + 1 if freq > 0 else 0)
+    )
 
 
 def check_disk(model_path: str, ckpt_dir: str, plans: Iterable[ArmPlan]) -> Result:
