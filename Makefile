@@ -122,8 +122,13 @@ screenshots: $(STAMP) browser-deps
 browser-deps:
 	$(call debian_package,chromium,chromium,The browser test)
 
+## The notebooks' runs also check every figure's layout in every preset style (a finding fails the cell); the
+## report sums them per style.
 nbval: $(STAMP)
-	$(BIN)/python -m pytest -q --nbval-lax --nbval-current-env notebooks
+	rm -f build/layout-check.jsonl
+	BRORL_LAYOUT_CHECK=1 BRORL_LAYOUT_REPORT=$(CURDIR)/build/layout-check.jsonl \
+		$(BIN)/python -m pytest -q --nbval-lax --nbval-current-env notebooks
+	$(BIN)/python -m brorl_lib layout-report build/layout-check.jsonl
 
 ## Re-execute notebooks/ in place with their defaults (the outputs nbval compares against).
 notebooks: $(STAMP)

@@ -16,3 +16,5 @@ myst_heading_anchors = 6  # links to headings (page.md#a-heading) resolve as the
 html_theme = "sphinx_book_theme"
 html_title = "BroRL companion"
 html_theme_options = {"show_toc_level": 2, "home_page_in_toc": True}
+html_static_path = ["_static"]
+html_css_files = ["book.css"]  # the gallery's grid of cards; wide output tables scroll inside their box

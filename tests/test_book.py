@@ -1,13 +1,25 @@
-"""The book's sources (core.book): the gallery generated from the manifest, and the staged tree whose links resolve.
-The build itself and its pages in a browser: tests/browser/test_book.py (make book, make browser)."""
+"""The book's sources (core.book and its parts): the gallery generated from the manifest, the notebook pages as
+staged (banner, captioned figures, folded parameters, tidy tables, explore screenshots), the results at a glance
+computed from figures/, and the staged tree whose links resolve. The build itself and its pages in a browser:
+tests/browser/test_book.py (make book, make browser)."""
 
 from __future__ import annotations
 
+import base64
+import csv
+import json
 import re
+import struct
 from pathlib import Path
 
-from brorl_lib.core import book, manifest
+import nbformat
+import pandas as pd
+import pytest
+
+from brorl_lib.core import book, book_gallery, book_glance, book_pages, book_tables, manifest
+from brorl_lib.core.artifacts import PROVENANCE
 from brorl_lib.core.paths import FIGURES_DIR, NOTEBOOKS_DIR, REPO_ROOT
+from brorl_lib.core.screenshots import SHOTS_DIR
 
 
 def _entry(notebook: str, artifact: str, provenance: str, caption: str) -> dict:
@@ -17,6 +29,7 @@ def _entry(notebook: str, artifact: str, provenance: str, caption: str) -> dict:
         "provenance": provenance,
         "caption": caption,
         "profile": "paper",
+        "parameters": {},
     }
 
 
@@ -35,39 +48,263 @@ RECORDED = {
 }
 
 
-def test_gallery_shows_each_artifact_with_class_caption_notebook_picture_and_files():
-    text = book.gallery_markdown(RECORDED)
-    fig = text[text.index("### fig3\\_simulator") : text.index("## 03\\_paper\\_tables")]
-    assert "**reproduced**" in fig and "[02\\_simulator](notebooks/02_simulator.ipynb)" in fig
-    assert "Figure 3\\: N\\=512 \\| \\*mass\\*" in fig  # the caption, literal: no table, no emphasis
-    assert "](figures/fig3_simulator.png)" in fig  # the picture
+@pytest.fixture(scope="module")
+def staged(tmp_path_factory):
+    """The book's sources staged once from the committed notebooks, docs/ and figures/."""
+    return book.stage(tmp_path_factory.mktemp("book") / "src").src
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    return manifest.load(FIGURES_DIR)
+
+
+def _staged_notebook(src: Path, name: str):
+    return nbformat.read(src / "notebooks" / f"{name}.ipynb", as_version=4)
+
+
+def _committed(name: str):
+    return nbformat.read(NOTEBOOKS_DIR / f"{name}.ipynb", as_version=4)
+
+
+def _images(nb) -> list[tuple[dict, dict]]:
+    """(cell metadata, output) of every image output."""
+    return [
+        (cell.metadata, out)
+        for cell in nb.cells
+        for out in cell.get("outputs", [])
+        if any(k.startswith("image/") for k in out.get("data", {}))
+    ]
+
+
+def _notebooks() -> list[str]:
+    return sorted(p.stem for p in NOTEBOOKS_DIR.glob("*.ipynb"))
+
+
+# --- the gallery ---
+
+
+def test_gallery_shows_each_artifact_in_a_card_with_class_caption_once_picture_and_files():
+    text = book_gallery.gallery_markdown(RECORDED)
+    fig = text[text.index(":name: gallery-fig3_simulator") : text.index("(gallery-03_paper_tables)=")]
+    assert "**reproduced**" in fig and "[02\\_simulator](notebooks/02_simulator.ipynb)" in text
+    caption = "Figure 3\\: N\\=512 \\| \\*mass\\*"  # literal: no table, no emphasis
+    assert fig.count(caption) == 1
+    assert "```{figure} figures/fig3_simulator.png" in fig and ":target: figures/fig3_simulator.png" in fig
     for kind, name in (("PDF", "pdf"), ("PNG", "png"), ("CSV", "csv")):
         assert f"{{download}}`{kind} <figures/fig3_simulator.{name}>`" in fig
-    table = text[text.index("### table1\\_efficiency") :]
-    assert "**reported**" in table and "![" not in table
+    table = text[text.index(":name: gallery-table1_efficiency") :]
+    assert "**reported**" in table and "{figure}" not in table
     assert all(f"<figures/table1_efficiency.{ext}>" in table for ext in ("md", "tex", "csv"))
-    assert text.index("## 02\\_simulator") < text.index("## 03\\_paper\\_tables")  # pipeline order
+    assert text.index("(gallery-02_simulator)=") < text.index("(gallery-03_paper_tables)=")  # pipeline order
+    assert "{container} gallery-grid" in text
 
 
-def test_gallery_of_the_committed_manifest_names_every_artifact_file_and_embeds_tables():
-    recorded = manifest.load(FIGURES_DIR)
-    text = book.gallery_markdown(recorded, FIGURES_DIR)
+def test_gallery_defines_every_provenance_class_from_the_library():
+    text = book_gallery.gallery_markdown(RECORDED)
+    for name, meaning in PROVENANCE.items():
+        said = book_gallery.escape(meaning.removeprefix(f"{name}: "))
+        assert f"**{book_gallery.escape(name)}**" in text and said in text
+    assert "as recorded" not in text and book_gallery.UNDEFINED not in text
+
+
+def test_gallery_of_the_committed_manifest_links_every_file_and_shows_each_caption_once(recorded):
+    text = book_gallery.gallery_markdown(recorded, FIGURES_DIR)
     for name, entry in recorded["artifacts"].items():
         assert f"<figures/{name}>`" in text, name
-        assert f"**{entry['provenance']}**" in text
+        assert f"**{book_gallery.escape(entry['provenance'])}**" in text
+    captions = {}
+    for name, entry in recorded["artifacts"].items():
+        captions[entry.get("artifact") or name.rsplit(".", 1)[0]] = book_gallery.escape(entry["caption"])
+    lines = text.splitlines()
+    for artifact, caption in captions.items():
+        same = sum(c == caption for c in captions.values())
+        assert lines.count(caption) == same, artifact  # once per card; the tables' own caption line left out
+    grouped = book_gallery.artifacts_by_notebook(recorded).values()
+    tables = [files for arts in grouped for files in arts.values() if not book_gallery.picture_of(files)]
+    assert text.count("<details>") == len(tables)  # each table folded in its card
     assert "| Method" in text  # a table artifact shown as a table
 
 
-def test_staged_tree_has_every_notebook_docs_page_and_the_gallery_in_the_index(tmp_path):
-    src = book.stage(tmp_path / "src").src
-    index = (src / "index.md").read_text()
+def test_a_table_files_bold_caption_line_is_left_out():
+    assert book_gallery.table_body("**Table 1 [reported]**\n\n| a |\n|---|\n| 1 |\n") == "| a |\n|---|\n| 1 |"
+    assert book_gallery.table_body("| a |\n|---|\n") == "| a |\n|---|"
+
+
+# --- notebook pages ---
+
+
+def test_each_page_opens_with_a_banner_naming_its_profile_and_linking_its_gallery_section(staged, recorded):
+    gallery = (staged / "gallery.md").read_text()
+    for name in _notebooks():
+        first = next(c for c in _staged_notebook(staged, name).cells if c.cell_type == "markdown").source
+        title, _, rest = first.partition("\n")
+        assert title.startswith("# ") and rest.lstrip().startswith("```{admonition}"), name
+        banner = rest[: rest.index("\n```", rest.index("{admonition}")) + 4]
+        committed = _committed(name)
+        ran = book_pages.profile_of_run(name, book_pages.committed_parameters(committed))
+        assert ran and f"**{ran}**" in banner
+        entries = [e for e in recorded["artifacts"].values() if e["notebook"] == name]
+        if not entries:
+            continue
+        label = book_gallery.notebook_label(name)
+        assert f"<{label}>`" in banner and f"({label})=" in gallery  # the link leads to an existing anchor
+        assert f"**{entries[0]['profile']}**" in banner
+        changes = book_pages.parameter_changes(book_pages.parameter_defaults(committed), {}, entries[0]["parameters"])
+        assert ("other parameters" in banner) == bool(changes)
+        assert ("same parameters" in banner) == (not changes)
+
+
+def test_the_quick_profile_runs_the_notebooks_defaults():
+    assert book_pages.profile_of_run("01_theory", {}) == "quick"
+    assert book_pages.profile_of_run("01_theory", {"n_instances": 3000, "mc_trials": 2000000}) == "paper"
+    assert book_pages.profile_of_run("01_theory", {"n_instances": 7}) is None
+
+
+def test_every_image_output_is_captioned_with_its_artifacts_manifest_caption(staged, recorded):
+    for name in _notebooks():
+        images = _images(_staged_notebook(staged, name))
+        assert len(images) == len(_images(_committed(name))), name  # every image kept
+        for meta, out in images:
+            figure = meta.get("mystnb", {}).get("figure")
+            assert figure, f"{name}: an image output without a caption"
+            artifact = figure["name"].removeprefix(f"{name}-")
+            entry = recorded["artifacts"][f"{artifact}.png"]
+            assert entry["notebook"] == name
+            caption, legend = figure["caption"].split("\n\n", 1)
+            assert caption == book_gallery.escape(entry["caption"])
+            assert f"<{book_gallery.artifact_label(artifact)}>`" in legend and "profile" in legend
+            assert meta["mystnb"]["image"]["alt"] == entry["caption"]
+            assert meta["mystnb"]["image"]["width"] == book_pages.display_width(out["data"]["image/png"])
+            assert "remove-input" in meta["tags"]  # its own cell: the caption belongs to this image only
+
+
+def test_figure_names_come_from_the_saved_lines_else_from_the_source():
+    cell = nbformat.v4.new_code_cell('save_figure(f, "b_fig")\nsave_figure(g, "a_fig")\nsave_table(t, "c_tab")')
+    png = {"output_type": "display_data", "metadata": {}, "data": {"image/png": "", "text/plain": "<Figure>"}}
+    cell.outputs = [nbformat.from_dict(png), nbformat.from_dict(png)]
+    assert book_pages.figure_names(cell, {"a_fig", "b_fig"}) == ["b_fig", "a_fig"]
+    saved = {"output_type": "execute_result", "metadata": {}, "execution_count": 1}
+    cell.outputs.insert(0, nbformat.from_dict({**saved, "data": {"text/plain": "saved a_fig (pdf, png) [reported]"}}))
+    cell.outputs.insert(2, nbformat.from_dict({**saved, "data": {"text/plain": "saved b_fig (pdf, png) [reported]"}}))
+    assert book_pages.figure_names(cell, {"a_fig", "b_fig"}) == ["a_fig", "b_fig"]
+
+
+def _png(width: int, dpi: float | None) -> str:
+    header = b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + b"IHDR" + struct.pack(">IIBBBBB", width, 10, 8, 6, 0, 0, 0)
+    header += b"\0\0\0\0"
+    if dpi:
+        per_metre = round(dpi / 0.0254)
+        header += struct.pack(">I", 9) + b"pHYs" + struct.pack(">IIB", per_metre, per_metre, 1) + b"\0\0\0\0"
+    return base64.b64encode(header).decode()
+
+
+def test_a_figure_is_shown_at_its_size_in_inches_whatever_its_dpi():
+    assert book_pages.display_width(_png(1350, 200)) == "648px"  # 6.75 in at 96 CSS px per inch
+    assert book_pages.display_width(_png(743, 110)) == "648px"
+    assert book_pages.display_width(_png(743, None)) is None  # no dpi recorded: left to the browser
+
+
+def test_parameters_are_folded_markers_left_out_and_outputs_kept(staged):
+    for name in _notebooks():
+        nb = _staged_notebook(staged, name)
+        params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+        assert len(params) == 1 and "hide-input" in params[0].metadata["tags"]
+        committed = next(c for c in _committed(name).cells if "parameters" in c.metadata.get("tags", []))
+        assert params[0].source == committed.source
+        code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+        assert "NBVAL" not in code
+        outputs = sum(len(c.get("outputs", [])) for c in _committed(name).cells)
+        assert sum(len(c.get("outputs", [])) for c in nb.cells) == outputs
+
+
+def test_pandas_tables_lose_a_plain_index_and_padded_zeros_but_no_value():
+    frame = pd.DataFrame({"score": [56.3, 49.58, 100.0], "name": ["a", "b", "c"], "tiny": [1e-16, 2e-15, 3e-3]})
+    html = book_tables.tidy_html(frame._repr_html_())
+    cells = re.findall(r"<t([hd])>(.*?)</t[hd]>", html)
+    assert ("h", "") not in cells and ("h", "0") not in cells  # the index column is gone
+    assert [v for k, v in cells if k == "d"] == ["56.30", "a", "1e-16", "49.58", "b", "2e-15", "100.00", "c", "3e-03"]
+    named = book_tables.tidy_html(frame.set_index("name")._repr_html_())
+    assert "<th>a</th>" in named  # an index that says something stays
+    for text in re.findall(r"<td>([-\d.e+]+)</td>", html):
+        assert float(text) in {56.3, 49.58, 100.0, 1e-16, 2e-15, 3e-3}
+
+
+def test_the_explore_section_shows_its_screenshot_after_the_explore_cell(staged):
+    for name in _notebooks():
+        shot = SHOTS_DIR / f"{name}.png"
+        if not shot.is_file():
+            continue
+        cells = _staged_notebook(staged, name).cells
+        at = next(i for i, c in enumerate(cells) if "{figure}" in c.source and f"screenshots/{name}.png" in c.source)
+        heading = max(i for i in range(at) if book_pages.EXPLORE_HEADING.search(cells[i].source))
+        assert cells[at - 1].cell_type == "code" and heading < at
+        assert (staged / "docs" / "screenshots" / f"{name}.png").is_file()
+        assert json.loads(shot.with_suffix(".json").read_text())["profile"] in cells[at].source
+
+
+# --- the results at a glance ---
+
+
+def _rows(artifact: str) -> pd.DataFrame:
+    return pd.read_csv(FIGURES_DIR / f"{artifact}.csv")
+
+
+def test_the_glance_verdicts_are_the_csv_values(recorded):
+    text = book_glance.glance_markdown(recorded, FIGURES_DIR)
+    rows = {
+        c.notebook: line for c in book_glance.CLAIMS for line in text.splitlines() if f"/{c.notebook}.ipynb)" in line
+    }
+    errors = _rows("theory_theorem1_errors")
+    worst = errors[errors.vocab_size.astype(str) == "all"]
+    for column in ("rel_err_first_order", "rel_err_exact"):
+        assert book_gallery.escape(f"{worst[column].max():.2g}") in rows["01_theory"]
+    final = _rows("fig3_final")
+    for n, mass in zip(final.N, final.correct_mass_mean):
+        assert book_gallery.escape(f"N={n:,}: {mass:.4f}") in rows["02_simulator"]
+    checks = _rows("paper_average_checks")
+    gap = max(
+        (checks.math_recomputed - checks.math_reported).abs().max(),
+        (checks.code_recomputed - checks.code_reported).abs().max(),
+    )
+    assert book_gallery.escape(f"{gap:.2g}") in rows["03_paper_tables"]
+    verdict = _rows("laptop_rlvr_verdict")
+    shown = verdict[verdict.endpoint & (verdict.verdict != "baseline")]
+    assert len(shown)
+    for row in shown.itertuples():
+        assert book_gallery.escape(f"{row.delta_vs_prorl:+.3f}") in rows["04_laptop_rlvr"]
+        assert book_gallery.escape(row.verdict) in rows["04_laptop_rlvr"]
+    plan = _rows("verl_plan")
+    for row in plan.itertuples():
+        assert book_gallery.escape(f"{row.expected_hours:,.1f} h") in rows["05_verl_training"]
+    for claim in book_glance.CLAIMS:
+        provenance = recorded["artifacts"][f"{claim.table}.csv"]["provenance"]
+        assert f"| {book_gallery.escape(provenance)} |" in rows[claim.notebook]
+        assert f"<{book_gallery.artifact_label(claim.figure)}>`" in rows[claim.notebook]  # a card of the gallery
+
+
+def test_a_missing_csv_or_column_makes_its_row_say_so(tmp_path, recorded):
+    text = book_glance.glance_markdown(recorded, tmp_path)
+    assert text.count("is absent") == len(book_glance.CLAIMS)
+    with open(tmp_path / "fig3_final.csv", "w", newline="") as fh:
+        csv.writer(fh).writerows([["N", "mass"], [4, 0.6]])
+    row = next(ln for ln in book_glance.glance_markdown(recorded, tmp_path).splitlines() if "02_simulator.ipynb" in ln)
+    assert "`fig3_final.csv` has no column" in row and "`correct_mass_mean`" in row and "`N`" not in row
+
+
+# --- the staged tree ---
+
+
+def test_staged_tree_has_every_notebook_docs_page_and_the_gallery_in_the_index(staged):
+    index = (staged / "index.md").read_text()
     toc = "\n".join(re.findall(r"```\{toctree\}(.*?)```", index, re.DOTALL))
     for nb in NOTEBOOKS_DIR.glob("*.ipynb"):
-        assert (src / "notebooks" / nb.name).is_file() and f"notebooks/{nb.stem}\n" in toc
+        assert (staged / "notebooks" / nb.name).is_file() and f"notebooks/{nb.stem}\n" in toc
     for page in (REPO_ROOT / "docs").glob("*.md"):
-        assert (src / "docs" / page.name).is_file() and f"docs/{page.stem}\n" in toc
-    assert "\ngallery\n" in toc and (src / "gallery.md").is_file()
-    assert (src / "figures" / "MANIFEST.json").is_file()
+        assert (staged / "docs" / page.name).is_file() and f"docs/{page.stem}\n" in toc
+    assert "\ngallery\n" in toc and (staged / "gallery.md").is_file()
+    assert (staged / "figures" / "MANIFEST.json").is_file()
+    assert "## Results at a glance" in index
 
 
 def test_links_are_rewritten_for_the_staged_tree_and_what_they_name_is_staged(tmp_path):

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from brorl_lib.core import manifest, styles
+from brorl_lib.core import layout, manifest, styles
 from brorl_lib.core.artifacts import read_record
 from brorl_lib.core.cli import main
 from brorl_lib.core.paths import FIGURES_DIR
@@ -20,7 +20,6 @@ from brorl_lib.core.plotting import (
     MIN_AXES_EM,
     MIN_PANEL_HEIGHT_EM,
     fit_texts,
-    layout_problems,
     new_figure,
     pt,
     save_figure,
@@ -68,6 +67,7 @@ def _rlvr_tables() -> dict[str, pd.DataFrame]:
     verdict = pd.DataFrame(
         [
             {"plateau": p, "arm": arm, "label": label, "comparison": comparison, "budget": b}
+            | {"role": "paper", "n_rollouts": 512}
             | {"delta_vs_prorl": d, "ci_low": d - 0.01, "ci_high": d + 0.01}
             for p in (0, 1)
             for arm, label, comparison in (
@@ -80,7 +80,7 @@ def _rlvr_tables() -> dict[str, pd.DataFrame]:
     labels = rlvr_report.band_labels([1 / 16, 0.5])
     bands = pd.DataFrame(
         [
-            {"band": band, "arm": arm, "label": label, "instances": 100 * (k + 1)}
+            {"band": band, "arm": arm, "label": label, "role": "paper", "N": int(arm[1:]), "instances": 100 * (k + 1)}
             | {"delta_vs_prorl": 0.01 * k, "ci_low": 0.01 * k - 0.02, "ci_high": 0.01 * k + 0.02}
             for k, band in enumerate(labels)
             for arm, label in (("N16", "ProRL N=16"), ("N512", "BroRL N=512"))
@@ -311,7 +311,7 @@ def test_every_preset_draws_the_figures_legibly(tmp_path):
             for name, draw in figures.items():
                 fig = draw()
                 fit_texts(fig)
-                assert layout_problems(fig) == [], f"{name} in {style.label}"
+                assert layout.problems(fig) == [], f"{name} in {style.label}"
                 em_in = style.font_pt / 72
                 w, h = fig.get_size_inches()
                 for ax in fig.axes:
@@ -321,14 +321,14 @@ def test_every_preset_draws_the_figures_legibly(tmp_path):
                 plt.close(fig)
 
 
-def test_layout_problems_finds_the_squeezed_figure_the_re_flow_avoids():
+def test_the_layout_check_finds_the_squeezed_figure_the_re_flow_avoids():
     fig, axes = plt.subplots(1, 3, figsize=(3.25, 0.98), layout="constrained")  # width shrunk alone
     for ax in axes:
         ax.set_title("Correct prob. mass vs steps", loc="left")
         ax.set_xlabel("Steps")
         ax.set_ylabel("Probability mass")
         ax.plot([0, 1000], [0.6, 0.65])
-    problems = layout_problems(fig)
+    problems = layout.problems(fig)
     assert any("overlap" in p or "too small" in p for p in problems)
     plt.close(fig)
 
@@ -363,14 +363,13 @@ def test_notebook_03_in_the_journal_style_with_svg_goes_to_its_own_folder(tmp_pa
         for suffix in (".pdf", ".png", ".svg"):
             assert b"style journal" in (out / f"{stem}{suffix}").read_bytes()
             assert entries[f"{stem}{suffix}"]["style"] == "journal"
-    # item 7 on the same run: the changed parameter makes the model's figure a variant, the paper's numbers stay
+    # the changed parameter is listed beside the model's basis (an estimate stays one); the paper's numbers stay
     model = entries["table2_pass_rate_model.png"]
-    assert model["provenance"] == "variant"
+    assert model["provenance"] == "estimate"
     assert model["variant"] == {"profile": "quick", "changed": {"max_rollouts": 256}}
-    assert "except max_rollouts=256" in model["caption"]
+    assert "at N=16 and 512; the quick profile's parameters except max_rollouts=256" in model["caption"]
     assert entries["fig1_score_vs_time.png"]["provenance"] == "reported" and "variant" not in entries["table3_math.md"]
-    table = (out / "table2_throughput_model.md").read_text()
-    assert "variant: the quick profile's parameters except max_rollouts=256" in table
+    assert (out / "notebooks" / "03_paper_tables.ipynb").is_file()  # the executed notebook stays with its files
     assert (FIGURES_DIR / manifest.MANIFEST_FILE).read_bytes() == before
     assert json.loads((out / manifest.MANIFEST_FILE).read_text())["schema"] == manifest.SCHEMA
 

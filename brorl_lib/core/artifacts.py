@@ -43,7 +43,8 @@ class Saved:
 
 
 def check_artifact(name: str, provenance: str, basis: str = "") -> None:
-    """A file name, a provenance class a notebook may declare, and a basis exactly for an estimate."""
+    """A file name, a provenance class a notebook may declare, and a basis: always for an estimate, for a
+    reported artifact whose numbers come from elsewhere than the paper (its source), else none."""
     if not _NAME.match(name):
         raise ValueError(f"artifact name={name!r} is not allowed: use letters, digits, '_', '-', '.'")
     check_choice("provenance", provenance, PROVENANCE)
@@ -54,8 +55,11 @@ def check_artifact(name: str, provenance: str, basis: str = "") -> None:
         )
     if provenance == "estimate" and not basis.strip():
         raise ValueError("provenance='estimate' needs basis=...: what the estimate rests on, in words")
-    if basis and provenance != "estimate":
-        raise ValueError(f"basis={basis!r} is for provenance='estimate' only, not {provenance!r}")
+    if basis and provenance not in ("estimate", "reported"):
+        raise ValueError(
+            f"basis={basis!r} is for provenance='estimate' (what it rests on) or 'reported' (a source other than "
+            f"the paper) only, not {provenance!r}"
+        )
 
 
 def _value_text(value) -> str:
@@ -71,10 +75,10 @@ def changes_text(changed: dict) -> str:
     return ", ".join(f"{k}={_value_text(v)}" for k, v in changed.items())
 
 
-def stamp_text(provenance: str, variant: dict | None = None) -> str:
+def stamp_text(provenance: str, variant: dict | None = None, basis: str = "") -> str:
     """What a figure's corner shows: the class; a variant's profile and changed parameters, shortened."""
     if not variant or provenance not in ("variant", "estimate"):
-        return provenance
+        return "reported, not from the paper" if provenance == "reported" and basis else provenance
     shown, rest = [], list(variant["changed"].items())
     while rest and len(changes_text(dict(shown + rest[:1]))) <= STAMP_CHANGES_MAX:
         shown.append(rest.pop(0))
@@ -93,6 +97,8 @@ def class_text(provenance: str, variant: dict | None = None, basis: str = "") ->
             return f"estimate: {basis}"
         changes = changes_text(variant["changed"])
         return f"estimate: {basis}; the {variant['profile']} profile's parameters except {changes}"
+    if provenance == "reported" and basis:
+        return f"reported: numbers copied from {basis}, not from the paper"
     return PROVENANCE[provenance]
 
 
@@ -119,7 +125,7 @@ def record_artifact(
         entry["style"] = style.label
     with open(output_dir() / RECORD_FILE, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(entry, default=str) + "\n")
-    return Saved(name, tuple(files), provenance, stamp_text(provenance, changed) if changed else "")
+    return Saved(name, tuple(files), provenance, stamp_text(provenance, changed, basis) if changed or basis else "")
 
 
 def read_record(folder: Path) -> list[dict]:

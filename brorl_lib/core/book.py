@@ -4,8 +4,9 @@
 repository's own layout, so relative links between the README, ``docs/`` and ``notebooks/`` resolve as they do
 in a clone: the README is the front page, every ``docs/*.md`` page and every notebook is a page, a Markdown file
 they link to elsewhere in the repository becomes a page too, any other file they link to is copied so that the
-link downloads it, and ``figures/MANIFEST.json`` becomes the gallery page. The notebooks are shown with their
-committed outputs, never re-executed. Sphinx (configuration: ``book/conf.py``) then writes the site to
+link downloads it, and ``figures/MANIFEST.json`` becomes the gallery page (``core.book_gallery``). The notebooks
+are shown with their committed outputs, never re-executed, presented by ``core.book_pages``; the front page ends
+with the results at a glance (``core.book_glance``). Sphinx (configuration: ``book/conf.py``) then writes the site to
 ``build/book/html/`` with warnings as errors, so a broken link, a missing image or a missing anchor fails the
 build.
 """
@@ -13,6 +14,7 @@ build.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -21,88 +23,22 @@ from pathlib import Path
 
 import nbformat
 
-from brorl_lib.core import manifest
+from brorl_lib.core import book_pages, manifest, screenshots
+from brorl_lib.core.book_gallery import artifacts_by_notebook, gallery_markdown, picture_of
+from brorl_lib.core.book_glance import glance_markdown
 from brorl_lib.core.paths import BUILD_DIR, FIGURES_DIR, NOTEBOOKS_DIR, REPO_ROOT
-from brorl_lib.core.registry import NOTEBOOKS
 
 CONF_DIR = REPO_ROOT / "book"
 BOOK_DIR = BUILD_DIR / "book"
 DOCS_DIR = REPO_ROOT / "docs"
 INDEX = "index.md"  # the README, staged as the site's root page
 GALLERY = "gallery.md"
-FILE_KINDS = {"pdf": "PDF", "png": "PNG", "svg": "SVG", "csv": "CSV", "md": "Markdown", "tex": "LaTeX"}
-CLASS_MEANING = {  # provenance classes a reader meets (the manifest may hold others; they are shown as they are)
-    "reported": "numbers copied from the paper",
-    "reproduced": "recomputed at the paper's scale",
-    "scaled-down": "the paper's experiment at laptop scale",
-}
 
 # [text](target "title") and ![alt](target), reference definitions [id]: target, and HTML src=/href= attributes
 _INLINE = re.compile(r"(\]\(\s*<?)([^)\s>]+)(>?(?:\s+\"[^\"]*\")?\s*\))")
 _REFDEF = re.compile(r"^( {0,3}\[[^\]]+\]:\s*<?)(\S+?)(>?(?:\s.*)?)$", re.MULTILINE)
 _HTML = re.compile(r"((?:src|href)=\")([^\"]+)(\")")
 _FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.MULTILINE | re.DOTALL)
-
-
-def _escape(text: str) -> str:
-    """``text`` with every ASCII punctuation character backslash-escaped: literal in Markdown."""
-    return re.sub(r"([!-/:-@\[-`{-~])", r"\\\1", text)
-
-
-def artifacts_by_notebook(recorded: dict) -> dict[str, dict[str, list[tuple[str, dict]]]]:
-    """notebook -> artifact -> [(file name, manifest entry)], notebooks in pipeline order, artifacts sorted."""
-    order = {spec.name: i for i, spec in enumerate(NOTEBOOKS)}
-    grouped: dict[str, dict[str, list[tuple[str, dict]]]] = {}
-    for name, entry in sorted(recorded["artifacts"].items()):
-        artifact = entry.get("artifact") or name.rsplit(".", 1)[0]
-        grouped.setdefault(entry["notebook"], {}).setdefault(artifact, []).append((name, entry))
-    return dict(sorted(grouped.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
-
-
-def gallery_markdown(
-    recorded: dict, tables_from: Path | None = None, figures: str = "figures", notebooks: str = "notebooks"
-) -> str:
-    """The gallery page (MyST Markdown): every artifact of the manifest ``recorded`` with its provenance class,
-    caption, notebook, picture (its PNG) or table (its Markdown file, read from ``tables_from`` when given), and
-    links to each of its files. ``figures`` and ``notebooks`` are the folders of the artifact files and of the
-    notebook pages, relative to the page."""
-    titles = {spec.name: spec.title for spec in NOTEBOOKS}
-    grouped = artifacts_by_notebook(recorded)
-    classes = sorted({e.get("provenance", "unlabelled") for e in recorded["artifacts"].values()})
-    count = len({(nb, a) for nb, arts in grouped.items() for a in arts})
-    lines = [
-        "# Gallery: every figure and table",
-        "",
-        f"The {count} artifacts in `figures/`, as `figures/MANIFEST.json` records them: each with its provenance "
-        "class, its caption, the notebook that makes it and its files. The classes:",
-        "",
-    ]
-    lines += [f"- **{c}**: {_escape(CLASS_MEANING[c]) if c in CLASS_MEANING else 'as recorded'}" for c in classes]
-    lines += [
-        "",
-        "`python -m brorl_lib status` lists the artifacts whose inputs changed since they were made; "
-        "`make reproduce` makes them again.",
-        "",
-    ]
-    for nb, arts in grouped.items():
-        lines += [f"## {_escape(nb)}", ""]
-        lines += [f"{_escape(titles.get(nb, ''))}: made by the notebook [{_escape(nb)}]({notebooks}/{nb}.ipynb).", ""]
-        for artifact, files in arts.items():
-            entry = files[0][1]
-            kinds = {name.rsplit(".", 1)[-1]: name for name, _ in files}
-            lines += [f"### {_escape(artifact)}", ""]
-            stamp = f"**{_escape(entry.get('provenance', 'unlabelled'))}**"
-            if entry.get("profile"):
-                stamp += f" · profile `{entry['profile']}`"
-            lines += [f"{stamp} · notebook [{_escape(nb)}]({notebooks}/{nb}.ipynb)", ""]
-            lines += [f"{_escape(entry.get('caption') or artifact)}", ""]
-            if "png" in kinds:
-                lines += [f"![{_escape(entry.get('caption') or artifact)}]({figures}/{kinds['png']})", ""]
-            elif "md" in kinds and tables_from is not None and (tables_from / kinds["md"]).is_file():
-                lines += [(tables_from / kinds["md"]).read_text(encoding="utf-8").strip(), ""]
-            links = [f"{{download}}`{FILE_KINDS.get(ext, ext)} <{figures}/{f}>`" for ext, f in sorted(kinds.items())]
-            lines += ["Files: " + " · ".join(links), ""]
-    return "\n".join(lines)
 
 
 def _split(target: str) -> tuple[str, str]:
@@ -112,6 +48,14 @@ def _split(target: str) -> tuple[str, str]:
 
 def _is_local(target: str) -> bool:
     return not (target.startswith(("#", "/", "mailto:", "data:")) or re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", target))
+
+
+def _shot_profile(png: Path) -> str | None:
+    """The profile a screenshot's sidecar records, or None."""
+    try:
+        return json.loads(screenshots.sidecar_of(png).read_text()).get("profile")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 class _Stager:
@@ -192,11 +136,20 @@ class _Stager:
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text(self.rewrite(page.read_text(encoding="utf-8"), page) + extra, encoding="utf-8")
 
-    def stage_notebook(self, path: Path) -> None:
+    def stage_notebook(self, path: Path, recorded: dict) -> None:
+        """Stage the committed notebook ``path`` as a page (``core.book_pages``), the manifest ``recorded`` telling
+        which artifacts its figures are and how the gallery's were made."""
         nb = nbformat.read(path, as_version=4)
         for cell in nb.cells:
             if cell.cell_type == "markdown":
                 cell.source = self.rewrite(cell.source, path)
+        book_pages.tidy_cells(nb)
+        book_pages.caption_figures(nb, path.stem, recorded)
+        book_pages.add_banner(nb, book_pages.banner(path.stem, nb, recorded))
+        shot = screenshots.SHOTS_DIR / f"{path.stem}.png"
+        if shot.is_file():
+            image = self._rewrite_target(os.path.relpath(shot, path.parent), path)
+            book_pages.add_screenshot(nb, book_pages.screenshot_cell(path.stem, image, _shot_profile(shot)))
         dest = self.staged_path(path)
         dest.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, dest)
@@ -233,15 +186,20 @@ def stage(src: Path) -> _Stager:
     src.mkdir(parents=True)
     stager = _Stager(src)
     shutil.copytree(FIGURES_DIR, src / "figures")  # the gallery shows and links every artifact file
+    recorded = manifest.load(FIGURES_DIR)
+    for files in (f for arts in artifacts_by_notebook(recorded).values() for f in arts.values()):
+        if picture_of(files):  # a thumbnail links to its full-size picture, in the site as it is
+            stager.raw_files.add(Path("figures") / picture_of(files))
     notebooks = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
     for path in notebooks:
-        stager.stage_notebook(path)
+        stager.stage_notebook(path, recorded)
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     docs = _docs_order(readme, sorted(DOCS_DIR.glob("*.md")))
     for page in docs:
         stager.stage_page(page)
-    (src / GALLERY).write_text(gallery_markdown(manifest.load(FIGURES_DIR), FIGURES_DIR), encoding="utf-8")
-    stager.stage_page(REPO_ROOT / "README.md")
+    (src / GALLERY).write_text(gallery_markdown(recorded, FIGURES_DIR), encoding="utf-8")
+    glance = glance_markdown(recorded, FIGURES_DIR, Path(GALLERY).stem)
+    stager.stage_page(REPO_ROOT / "README.md", extra="\n\n" + glance)
     more = stager.drain()
 
     def names(paths: list[Path]) -> list[str]:

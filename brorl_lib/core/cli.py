@@ -1,16 +1,18 @@
-"""Command line: ``python -m brorl_lib list | params | run | reproduce | status | refresh``.
+"""Command line: ``python -m brorl_lib list | params | run | reproduce | status | layout-report | refresh``.
 
-``run NAME --style STYLE --out DIR [--svg]`` re-draws a notebook's figures in another style (``core.styles``)."""
+``run NAME --style STYLE --out DIR [--svg] [--no-stamp]`` re-draws a notebook's figures in another style
+(``core.styles``). ``reproduce`` checks the layout of every figure in every preset style (``core.layout``)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-from brorl_lib.core import manifest, styles, variants
+from brorl_lib.core import layout, manifest, styles, variants
 from brorl_lib.core.artifacts import changes_text
-from brorl_lib.core.paths import FIGURES_DIR
+from brorl_lib.core.paths import BUILD_DIR, FIGURES_DIR
 from brorl_lib.core.pipeline import (
     Look,
     NotebookFailed,
@@ -23,6 +25,8 @@ from brorl_lib.core.pipeline import (
 )
 from brorl_lib.core.profiles import available_profiles, parse_override, plan_run
 from brorl_lib.core.registry import NOTEBOOKS, get_notebook
+
+LAYOUT_REPORT = BUILD_DIR / "layout-check.jsonl"  # where the test suite's notebook runs report
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -49,6 +53,12 @@ def _parser() -> argparse.ArgumentParser:
             + ") or the path of your own .mplstyle file; needs --out DIR (never figures/); see docs/figures.md",
         )
         p.add_argument("--svg", action="store_true", help="also write each figure as SVG (needs --out DIR)")
+        p.add_argument(
+            "--no-stamp",
+            action="store_true",
+            help="leave the provenance stamp out of the images, for a paper (the class stays in each file's "
+            "metadata, the caption and the manifest; needs --out DIR)",
+        )
 
     run = sub.add_parser("run", help="run some notebooks")
     run.add_argument("names", nargs="+", help="notebook names, e.g. 01_theory")
@@ -77,6 +87,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     status.add_argument("--out", type=Path, default=FIGURES_DIR)
     status.add_argument("--check", action="store_true", help="exit 1 if any artifact is stale or not recorded")
+
+    report = sub.add_parser(
+        "layout-report",
+        help="sum a layout-check report (written where BRORL_LAYOUT_REPORT points) per style; exit 1 on a finding",
+    )
+    report.add_argument("path", type=Path, nargs="?", default=LAYOUT_REPORT, help=f"default {LAYOUT_REPORT}")
 
     refresh = sub.add_parser("refresh", help="re-execute notebooks/ in place with their defaults")
     refresh.add_argument("names", nargs="*", help="notebook names (default: all)")
@@ -124,8 +140,10 @@ def _run(names: list[str], args, pairs: list[tuple[str, str]], rebuild_manifest:
     look = Look(
         styles.resolve(args.style, "--style") if args.style is not None else styles.PAPER,
         styles.check_formats(["svg"] if args.svg else []),
+        stamp=not args.no_stamp,
     )
-    check_look(look, args.out, "--style" if args.style is not None else "--svg")
+    flag = "--style" if args.style is not None else "--svg" if args.svg else "--no-stamp"
+    check_look(look, args.out, flag)
     overrides = dict(parse_override(get_notebook(names[0]), k, v) for k, v in pairs)
     plans = [plan_run(get_notebook(n), args.profile, overrides) for n in names]  # all checks first
     try:
@@ -193,6 +211,33 @@ def _cmd_status(out: Path, check: bool) -> int:
     return 1 if (check and (problems or stray)) else 0
 
 
+def _reproduce(args) -> int:
+    """Every notebook, each figure's layout checked in every preset (a finding stops the run)."""
+    before = os.environ.get(layout.CHECK_ENV)
+    os.environ[layout.CHECK_ENV] = "1"  # the kernels inherit it
+    try:
+        return _run([nb.name for nb in NOTEBOOKS], args, [], rebuild_manifest=True)
+    finally:
+        if before is None:
+            os.environ.pop(layout.CHECK_ENV, None)
+        else:
+            os.environ[layout.CHECK_ENV] = before
+
+
+def _cmd_layout_report(path: Path) -> int:
+    """Figures checked and findings per style, from a layout-check report; 1 on a finding or no report."""
+    if not path.is_file():
+        where = f"runs write one where {layout.REPORT_ENV} points"
+        print(f"error: no layout-check report at {manifest.shown(path)} ({where})", file=sys.stderr)
+        return 1
+    counts, findings = layout.summary(path)
+    for style, (checked, found) in sorted(counts.items()):
+        print(f"{style}: {checked} figures checked, {found} findings")
+    for line in findings:
+        print(f"  {line}")
+    return 1 if findings or not counts else 0
+
+
 def _take_parameters(argv: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
     """Pull every ``-p NAME VALUE`` out of ``argv`` before argparse sees it, so that a VALUE starting with
     '-' (-1e-3, -inf) is read as a value, not as an option."""
@@ -222,7 +267,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             return _run(args.names, args, args.parameter)
         if args.command == "reproduce":
-            return _run([nb.name for nb in NOTEBOOKS], args, [], rebuild_manifest=True)
+            return _reproduce(args)
+        if args.command == "layout-report":
+            return _cmd_layout_report(args.path)
         if args.command == "status":
             return _cmd_status(args.out, args.check)
         names = args.names or [nb.name for nb in NOTEBOOKS]

@@ -92,12 +92,15 @@ def save(out_dir: Path, manifest: dict) -> None:
     atomic.write_text(path_of(out_dir), json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
 
+EXECUTED_DIR = "notebooks"  # a run into its own folder keeps the executed notebooks here
+
+
 def unrecorded(out_dir: Path, manifest: dict) -> list[str]:
     """Files (and folders, with a trailing '/') in ``out_dir`` that no manifest entry names: no notebook made them."""
     out_dir = Path(out_dir)
     if not out_dir.is_dir():
         return []
-    known = set(manifest["artifacts"]) | {MANIFEST_FILE}
+    known = set(manifest["artifacts"]) | {MANIFEST_FILE, EXECUTED_DIR}
     return sorted(p.name + ("/" if p.is_dir() else "") for p in out_dir.iterdir() if p.name not in known)
 
 

@@ -67,22 +67,26 @@ class Look:
 
     style: styles.FigureStyle = styles.PAPER
     formats: tuple[str, ...] = styles.FORMATS
+    stamp: bool = True  # the provenance stamp in the image (off: in the metadata and caption only)
 
     @property
     def is_default(self) -> bool:
-        return self.style.is_default and self.formats == styles.FORMATS
+        return self.style.is_default and self.formats == styles.FORMATS and self.stamp
 
     @property
     def key(self) -> str:
         """Part of a run's identity: the same inputs in another look are another run."""
-        return "" if self.is_default else f"::style={self.style.label}::formats={','.join(self.formats)}"
+        if self.is_default:
+            return ""
+        return f"::style={self.style.label}::formats={','.join(self.formats)}" + ("" if self.stamp else "::nostamp")
 
 
 DEFAULT_LOOK = Look()
 
 
 def check_look(look: Look, out_dir: Path, flag: str = "--style") -> None:
-    """A styled run, or one with SVG files, never writes into figures/ (its committed paper style and manifest)."""
+    """A styled run, one with SVG files or one without stamps never writes into figures/ (its committed paper
+    style and manifest)."""
     if look.is_default:
         return
     out = Path(out_dir).resolve()
@@ -116,7 +120,7 @@ def is_current(plan: Plan, out_dir: Path, hashes: dict[str, str], look: Look = D
 def _kernel_env() -> dict[str, str]:
     """Environment for papermill's kernel: inline figures (no forced backend), fixed hash seed, explore cells
     static (their committed output is one fixed line)."""
-    drop = {OUTPUT_DIR_ENV, "MPLBACKEND", styles.STYLE_ENV, styles.FORMATS_ENV, variants.PROFILE_ENV}
+    drop = {OUTPUT_DIR_ENV, "MPLBACKEND", styles.STYLE_ENV, styles.FORMATS_ENV, variants.PROFILE_ENV, styles.STAMP_ENV}
     return {**{k: v for k, v in os.environ.items() if k not in drop}, "PYTHONHASHSEED": "0", INTERACTIVE_ENV: "0"}
 
 
@@ -161,6 +165,7 @@ def _execute(plan: Plan, staging: Path, executed: Path, log_output: bool, look: 
     env = {**_kernel_env(), OUTPUT_DIR_ENV: str(staging), variants.PROFILE_ENV: plan.profile}
     env[styles.STYLE_ENV] = look.style.path or look.style.name
     env[styles.FORMATS_ENV] = ",".join(look.formats)
+    env[styles.STAMP_ENV] = "1" if look.stamp else "0"
     proc = subprocess.Popen(cmd, env=env, start_new_session=True)
     try:
         rc = proc.wait(timeout=plan.timeout_s)
@@ -238,6 +243,9 @@ def run_notebook(
     wall = round(time.perf_counter() - start, 1)
     executed = strip_noise(nbformat.read(partial, as_version=4))
     atomic.write_text(executed_dir / f"{name}.ipynb", nbformat.writes(executed) + "\n")
+    if out_dir.resolve() != FIGURES_DIR.resolve():  # a run into its own folder keeps its executed notebook there
+        (out_dir / manifest.EXECUTED_DIR).mkdir(parents=True, exist_ok=True)
+        atomic.write_text(out_dir / manifest.EXECUTED_DIR / f"{name}.ipynb", nbformat.writes(executed) + "\n")
     partial.unlink()
 
     entries = {}

@@ -5,8 +5,9 @@ fit its width, and ``save_figure`` (PDF + PNG [+ SVG] + CSV, byte-stable).
 paper's own size a figure is laid out exactly as its function asks; in another style a row of panels that
 would be narrower than ``MIN_PANEL_EM`` of the style's type re-flows onto more rows (three panels become 2 + 1
 or a stack), each panel keeping a readable height. Sizes a figure function writes itself go through ``pt``,
-so they grow with the style's type. ``layout_problems`` names what would make a drawn figure hard to read
-(texts of two panels overlapping, a collapsed panel); ``save_figure`` warns about it in a styled run.
+so they grow with the style's type. The canvas is the style's width, never wider: ``fit_texts`` breaks text
+that would not fit onto more lines. ``save_figure`` runs ``core.layout``'s check on every figure (in every
+preset style, failing on a finding, when ``BRORL_LAYOUT_CHECK=1``).
 
 Figure functions are wrapped in ``core.precision.rounded_inputs`` and ``save_figure`` writes the CSV from
 ``core.precision.rounded``: the figure and its CSV hold the same numbers, rounded far above last-bit noise.
@@ -15,8 +16,8 @@ Figure functions are wrapped in ``core.precision.rounded_inputs`` and ``save_fig
 from __future__ import annotations
 
 import math
+import os
 import sys
-import warnings
 import weakref
 from collections.abc import Callable
 
@@ -24,15 +25,14 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 
-from brorl_lib.core import atomic, styles
+from brorl_lib.core import atomic, layout, precision, styles
 from brorl_lib.core.artifacts import Saved, check_artifact, record_artifact, stamp_text
 from brorl_lib.core.paths import output_dir
 from brorl_lib.core.precision import rounded
-from brorl_lib.core.styles import PALETTE, FigureStyle
+from brorl_lib.core.styles import FigureStyle
 
-ARM_COLOURS = {"ProRL": PALETTE[1], "BroRL": PALETTE[0]}  # the two arms, the same in every figure
 # The paper preset's widths of a two-column paper (ICML/NeurIPS-style templates), inches.
 COLUMN_WIDTH_IN = styles.PAPER.column_in
 FULL_WIDTH_IN = styles.PAPER.full_in
@@ -44,11 +44,25 @@ STYLE = styles.PAPER_RC  # the paper preset's rcParams
 MIN_PANEL_EM = 16.0
 MIN_PANEL_HEIGHT_EM = 10.0
 REFLOWED_RATIO = 0.75
-MIN_AXES_EM = 4.0  # layout_problems: a plotting area under 4 ems in either direction has collapsed
+MIN_AXES_EM = layout.MIN_AXES_EM
+STAMP_PT = 6.0  # the stamp's type size in the paper style
 
 _STAMP_GID = "brorl-provenance"
-_DRAWN_IN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # figure -> the style it was drawn in
 _REFLOWED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # figure -> (axes as designed, columns now)
+
+
+def _inline_at_print_resolution() -> None:
+    """In a Jupyter kernel, inline figures as PNG at twice ``figure.dpi`` (220 dpi), shown at their size."""
+    try:
+        from IPython import get_ipython
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+    except ImportError:
+        return
+    if get_ipython() is not None and "inline" in mpl.get_backend():
+        set_matplotlib_formats("retina")
+
+
+_inline_at_print_resolution()
 
 
 def use_style(style: FigureStyle | None = None) -> None:
@@ -64,7 +78,7 @@ def pt(size: float) -> float:
 
 def style_of(fig: mpl.figure.Figure) -> FigureStyle:
     """The style ``fig`` was drawn in (the style in force for a figure made elsewhere)."""
-    return _DRAWN_IN.get(fig) or styles.active()
+    return styles.drawn_in(fig)
 
 
 def panel_columns(width: str, ncols: int, panel_em: float = MIN_PANEL_EM, style: FigureStyle | None = None) -> int:
@@ -162,7 +176,7 @@ def new_figure(
         fit = panel_columns(width, ncols, panel_em, style)
         rows, cols = reflow_grid(nrows * ncols, fit) if fit < ncols else (nrows, ncols)
         fig, axes = _reflowed(style, width, aspect, nrows, ncols, rows, cols, dict(kwargs))
-    _DRAWN_IN[fig] = style
+    styles.DRAWN_IN[fig] = style
     return fig, axes
 
 
@@ -178,85 +192,41 @@ def new_canvas(width: str, height_in: float, **kwargs) -> mpl.figure.Figure:
     else:
         h_in = max(height_in * w_in / styles.PAPER.width(width), MIN_PANEL_HEIGHT_EM * style.font_pt / 72)
         fig = plt.figure(figsize=(w_in, h_in), **kwargs)
-    _DRAWN_IN[fig] = style
+    styles.DRAWN_IN[fig] = style
     return fig
 
 
-def stamp_provenance(fig: mpl.figure.Figure, provenance: str, changed: dict | None = None) -> None:
-    """Write the provenance class (and a variant's changed parameters) in the top-right corner, replacing an
-    earlier stamp."""
+def stamps_shown() -> bool:
+    """Whether figures carry their provenance stamp in the image (``BRORL_FIGURE_STAMP``, default yes)."""
+    return os.environ.get(styles.STAMP_ENV, "1").strip().lower() not in ("0", "no", "false", "off")
+
+
+def stamp_provenance(fig: mpl.figure.Figure, provenance: str, changed: dict | None = None, basis: str = "") -> None:
+    """Write the provenance class (and a variant's changed parameters) in the bottom-right corner, in a strip
+    the constrained layout keeps free, replacing an earlier stamp; none when ``stamps_shown`` is off."""
     for t in [t for t in fig.texts if t.get_gid() == _STAMP_GID]:
         t.remove()
-    style = style_of(fig)
-    size = 6 if style.scale == 1.0 else round(6 * style.scale, 2)
-    # just above the top edge: the tight bounding box grows to hold it, so it never covers a title
+    engine = fig.get_layout_engine()
+    if not stamps_shown():
+        if isinstance(engine, ConstrainedLayoutEngine):
+            engine.set(rect=(0, 0, 1, 1))
+        setattr(fig, layout.BASE_BELOW_ATTR, 0.0)
+        return
+    size = STAMP_PT * style_of(fig).scale
+    strip = 1.5 * size / (fig.get_size_inches()[1] * 72)  # the stamp's line, as a fraction of the height
     fig.text(
         0.995,
-        1.0,
-        f"[{stamp_text(provenance, changed)}]",
+        0.2 * strip,
+        f"[{stamp_text(provenance, changed, basis)}]",
         ha="right",
         va="bottom",
         fontsize=size,
         color="0.35",
         gid=_STAMP_GID,
     )
-
-
-# --- reading a drawn figure ---
-def _drawn(fig: mpl.figure.Figure):
-    """Draw ``fig`` (laid out) and return its renderer; a figure closed by pyplot gets an Agg canvas again."""
-    if not hasattr(fig.canvas, "get_renderer"):
-        FigureCanvasAgg(fig)
-    fig.canvas.draw()
-    return fig.canvas.get_renderer()
-
-
-def _titles(ax) -> list:
-    return [t for t in (ax.title, ax._left_title, ax._right_title) if t.get_visible() and t.get_text().strip()]
-
-
-def _text_boxes(ax, renderer) -> list:
-    """Window extents of what ``ax`` writes around its plotting area: titles, and each axis with its tick
-    labels and label (as drawn: ticks outside the view are not counted)."""
-    boxes = [t.get_window_extent(renderer) for t in _titles(ax)]
-    boxes += [axis.get_tightbbox(renderer) for axis in (ax.xaxis, ax.yaxis) if axis.get_visible()]
-    return [b for b in boxes if b is not None and b.width > 0 and b.height > 0]
-
-
-def _overlap(a, b, tol: float) -> bool:
-    return min(a.x1, b.x1) - max(a.x0, b.x0) > tol and min(a.y1, b.y1) - max(a.y0, b.y0) > tol
-
-
-def layout_problems(fig: mpl.figure.Figure) -> list[str]:
-    """What makes the drawn ``fig`` hard to read: texts of one panel over another panel's texts or plotting
-    area, a plotting area under ``MIN_AXES_EM`` ems, or a layout matplotlib could not make. Empty when fine."""
-    problems = []
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        renderer = _drawn(fig)
-    problems += [f"layout: {w.message}" for w in caught if "layout" in str(w.message).lower()]
-    em_px = style_of(fig).font_pt / 72 * fig.dpi
-    tol = 0.5 / 72 * fig.dpi  # half a point
-    axes = [ax for ax in fig.axes if ax.get_visible()]
-    main = [ax for ax in axes if not hasattr(ax, "_colorbar")]
-    names = {ax: (ax.get_title(loc="left") or ax.get_title() or f"panel {i + 1}") for i, ax in enumerate(main)}
-    for ax in main:
-        box = ax.get_window_extent(renderer)
-        if box.width < MIN_AXES_EM * em_px or box.height < MIN_AXES_EM * em_px:
-            problems.append(
-                f"{names[ax]!r}: plotting area {box.width / fig.dpi:.2f} x {box.height / fig.dpi:.2f} in is too small"
-            )
-    boxes = {ax: _text_boxes(ax, renderer) for ax in main}
-    for i, a in enumerate(main):
-        for b in main[i + 1 :]:
-            area_b, area_a = b.get_window_extent(renderer), a.get_window_extent(renderer)
-            if _overlap(area_a, area_b, tol):
-                continue  # twin or inset axes: one panel drawn over another on purpose
-            clash = any(_overlap(t, u, tol) for t in boxes[a] for u in boxes[b])
-            clash |= any(_overlap(t, area_b, tol) for t in boxes[a]) or any(_overlap(u, area_a, tol) for u in boxes[b])
-            if clash:
-                problems.append(f"texts of {names[a]!r} and {names[b]!r} overlap")
-    return problems
+    if isinstance(engine, ConstrainedLayoutEngine):
+        engine.set(rect=(0, strip, 1, 1 - strip))
+        setattr(fig, layout.BASE_BELOW_ATTR, strip * fig.get_size_inches()[1])
 
 
 def _wrapped(text: str, fits: Callable[[str], bool]) -> str:
@@ -326,15 +296,14 @@ def _grow(fig: mpl.figure.Figure, renderer) -> bool:
     if short <= 0.5:
         return False
     rows = len({round(a.y0) for a in areas})
-    w, h = fig.get_size_inches()
-    fig.set_size_inches(w, h + rows * short / fig.dpi)
+    layout.set_height(fig, fig.get_size_inches()[1] + rows * short / fig.dpi)
     return True
 
 
 def fit_texts(fig: mpl.figure.Figure) -> None:
-    """Make a figure drawn away from the paper's size readable: a re-flowed panel that starts a row gets the
-    y label its designed row had, and titles, axis labels and the figure's title longer than the room they
-    have are broken onto more lines. Only a styled run passes a figure through it (figures/ stays as drawn)."""
+    """Make a figure readable at its style's width, which never grows: a re-flowed panel that starts a row gets
+    the y label its designed row had, and titles, axis labels and the figure's title longer than the room they
+    have are broken onto more lines (the figure grows taller where a panel got too low)."""
     if fig in _REFLOWED:
         designed, cols = _REFLOWED[fig]
         ncols = designed.shape[1]
@@ -342,27 +311,81 @@ def fit_texts(fig: mpl.figure.Figure) -> None:
             ax, first = designed.flat[i], designed.flat[(i // ncols) * ncols]
             if not ax.get_ylabel() and first.get_ylabel():
                 ax.set_ylabel(first.get_ylabel())
+    _fit_loop(fig)
+    outside: list = []
+    for _ in range(4):  # each move changes where data and labels lie: look again until nothing moves
+        layout.thin_ticks(fig)
+        moved = layout.place_legends(fig)
+        outside += [ax for ax in moved if ax not in outside]
+        layout.place_annotations(fig)
+        layout.legends_below(fig, outside)  # legends that fit nowhere inside: under their axis, as it now is
+        if not _fit_loop(fig) and not moved:
+            break
+
+
+def _fit_loop(fig: mpl.figure.Figure) -> bool:
+    """Break long texts and grow the figure until the layout stops changing (at most 4 rounds); True if it
+    changed anything."""
+    any_change = False
     for _ in range(4):  # a broken label or a taller figure changes the layout: look again
-        renderer = _drawn(fig)
+        renderer = layout.drawn(fig)
         changed = False
         shown = [a for a in fig.axes if a.get_visible()]
         for ax in [a for a in shown if not hasattr(a, "_colorbar")]:
             area = ax.get_window_extent(renderer)
-            for text in _titles(ax):
+            for text in layout.titles(ax):
                 changed |= _fit(text, _title_room(text, ax, shown, renderer, fig), renderer)
-            changed |= _fit(ax.xaxis.label, area.width * 1.05, renderer)
-            changed |= _fit(ax.yaxis.label, area.height * 1.05, renderer)
+            canvas = fig.bbox  # a label is centred on its panel: it reaches no further than the nearer edge
+            cx, cy = (area.x0 + area.x1) / 2, (area.y0 + area.y1) / 2
+            across = min(area.width * 1.05, 2 * min(cx - canvas.x0, canvas.x1 - cx))
+            up = min(area.height * 1.05, 2 * min(cy - canvas.y0, canvas.y1 - cy))
+            changed |= _fit(ax.xaxis.label, across - 4, renderer)
+            changed |= _fit(ax.yaxis.label, up - 4, renderer)
         if fig._suptitle is not None:
             changed |= _fit(fig._suptitle, fig.bbox.width * 0.95, renderer)
         changed |= _grow(fig, renderer)
+        any_change |= changed
         if not changed:
             break
+    return any_change
 
 
-def _warn_layout(fig: mpl.figure.Figure, name: str) -> None:
+def redraw(fig: mpl.figure.Figure, style: styles.FigureStyle) -> mpl.figure.Figure | None:
+    """``fig`` drawn again by the figure function that made it, from the same inputs, in ``style`` (None when a
+    function outside ``core.precision.rounded_inputs`` drew it)."""
+    call = precision.call_of(fig)
+    if call is None:
+        return None
+    plot, args, kwargs = call
+    with styles.using(style):
+        return plot(*args, **kwargs)
+
+
+def check_layout(fig: mpl.figure.Figure, name: str, provenance: str, changed: dict | None, basis: str = "") -> None:
+    """The layout check of a figure about to be saved: in the style in force (a warning per finding), and in a
+    strict run (``core.layout.checking``) redrawn in every preset too, raising ``LayoutError`` on any finding."""
     style = style_of(fig)
-    for problem in layout_problems(fig):
-        print(f"warning: {name} in style {style.label}: {problem}", file=sys.stderr)
+    findings = {style.label: layout.problems(fig)}
+    if layout.checking():
+        for other in styles.PRESETS.values():
+            if other.label in findings:
+                continue
+            again = redraw(fig, other)
+            if again is None:
+                findings[other.label] = [f"cannot be redrawn in {other.label}: not drawn by a rounded_inputs function"]
+                continue
+            stamp_provenance(again, provenance, changed, basis)
+            fit_texts(again)
+            findings[other.label] = layout.problems(again, other)
+            plt.close(again)
+    for label, found in findings.items():
+        layout.report(name, label, found)
+        for problem in found:
+            print(f"warning: {name} in style {label}: {problem}", file=sys.stderr)
+    bad = {label: found for label, found in findings.items() if found}
+    if bad and layout.strict():
+        lines = "; ".join(f"{label}: {', '.join(found)}" for label, found in bad.items())
+        raise layout.LayoutError(f"{name}: the layout check found: {lines}")
 
 
 # --- writing ---
@@ -412,13 +435,14 @@ def save_figure(
 
     check_artifact(name, provenance, basis)
     provenance, changed = variants.classify(provenance)
-    stamp_provenance(fig, provenance, changed)
+    stamp_provenance(fig, provenance, changed, basis)
+    fit_texts(fig)
+    check_layout(fig, name, provenance, changed, basis)
     style = style_of(fig)
-    if not style.is_default:
-        fit_texts(fig)
-        _warn_layout(fig, name)
     out = output_dir()
-    files = write_figure(fig, out / name, styles.formats())
+    said = stamp_text(provenance, changed, basis)
+    meta = {"pdf": {"Subject": said}, "png": {"Description": said}, "svg": {"Description": said}}
+    files = write_figure(fig, out / name, styles.formats(), meta)
     csv = out / f"{name}.csv"
     atomic.write_text(csv, rounded(data).to_csv(index=False, lineterminator="\n"))
     drawn_in = None if style.is_default else style

@@ -21,12 +21,14 @@ function wrapped in ``rounded_inputs`` draws from it, so a figure and its CSV ho
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
 
 SIGNIFICANT_DIGITS = 10
+_CALLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # figure -> the call that drew it
 ERROR_DECIMALS = 10
 _RULES = "brorl_precision"  # key in DataFrame.attrs: {column: ("decimals", n) | ("scaled", digits)}
 
@@ -118,6 +120,17 @@ def rounded_inputs(plot: Callable) -> Callable:
 
     @functools.wraps(plot)
     def wrapper(*args, **kwargs):
-        return plot(*(_rounded_value(a) for a in args), **{k: _rounded_value(v) for k, v in kwargs.items()})
+        args, kwargs = tuple(_rounded_value(a) for a in args), {k: _rounded_value(v) for k, v in kwargs.items()}
+        fig = plot(*args, **kwargs)
+        try:
+            _CALLS[fig] = (plot, args, kwargs)  # so the layout check can draw it again in another style
+        except TypeError:  # not a figure (weak references refused)
+            pass
+        return fig
 
     return wrapper
+
+
+def call_of(fig) -> tuple[Callable, tuple, dict] | None:
+    """(figure function, rounded args, rounded kwargs) that drew ``fig`` through ``rounded_inputs``."""
+    return _CALLS.get(fig)

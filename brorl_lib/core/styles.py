@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,14 +26,15 @@ from pathlib import Path
 import matplotlib as mpl
 from matplotlib import font_manager
 
+from brorl_lib.core import palette
+
 STYLE_ENV = "BRORL_FIGURE_STYLE"  # a preset name or the absolute path of a style file
+STAMP_ENV = "BRORL_FIGURE_STAMP"  # "0": no provenance stamp in the image (class kept in metadata and caption)
 FORMATS_ENV = "BRORL_FIGURE_FORMATS"  # comma-separated: "pdf,png" (the default) or "pdf,png,svg"
 FORMATS = ("pdf", "png")
 OPTIONAL_FORMATS = ("svg",)
 DEFAULT = "paper"
 
-# Okabe & Ito (2008) colour-blind safe palette, black last.
-PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 PAPER_FONT_PT = 8.0  # the paper preset's type size: every size a figure function writes is in its terms
 
 PAPER_RC = {
@@ -50,11 +52,10 @@ PAPER_RC = {
     "grid.linewidth": 0.5,
     "lines.linewidth": 1.3,
     "legend.frameon": False,
-    "axes.prop_cycle": mpl.cycler(color=PALETTE),
+    "axes.prop_cycle": mpl.cycler(color=palette.SERIES),  # series without a fixed meaning
     "figure.dpi": 110,
     "savefig.dpi": 300,
-    "savefig.bbox": "tight",
-    "savefig.pad_inches": 0.02,
+    "savefig.bbox": None,  # the canvas is the style's width: text wraps instead of growing it
     "pdf.fonttype": 42,  # TrueType: text stays editable in the PDF
     "image.cmap": "cividis",
 }
@@ -300,6 +301,14 @@ def _env_style() -> FigureStyle:
     if key not in _from_env:
         _from_env[key] = resolve(text, STYLE_ENV)
     return _from_env[key]
+
+
+DRAWN_IN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # figure -> the style it was drawn in
+
+
+def drawn_in(fig) -> FigureStyle:
+    """The style ``fig`` was drawn in (``core.plotting.new_figure`` records it), else the style in force."""
+    return DRAWN_IN.get(fig) or active()
 
 
 def active() -> FigureStyle:

@@ -11,8 +11,10 @@ the sidecar and the manifest). ``reported`` numbers are the paper's whatever the
 The profile a run is compared with: the pipeline's ``--profile`` (``BRORL_PROFILE``) when it is a shipped
 one; otherwise (a kernel in JupyterLab, an explorer, a profile of the user's own) the shipped profile whose
 values differ from the run's in the fewest parameters. Parameters declared ``operational`` (where or whether
-to run: paths, names, a launch switch) never make a variant. The run's parameters are those of the config
-the notebook builds from its parameters cell (``NotebookConfig.from_namespace`` registers it).
+to run: paths, names, a launch switch) never make a variant. A ``reproduced`` artifact made with exactly the
+parameters of a shipped profile other than paper (or gpu), such as quick's, is ``scaled-down``. The run's
+parameters are those of the config the notebook builds from its parameters cell
+(``NotebookConfig.from_namespace`` registers it).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from brorl_lib.core.paths import PARAMS_DIR
 
 PROFILE_ENV = "BRORL_PROFILE"  # set by the pipeline for the notebook's kernel
 SHIPPED_PROFILES = ("quick", "paper", "gpu")  # order breaks ties when a run is equally near two profiles
+PAPER_SCALE_PROFILES = ("paper", "gpu")  # the profiles whose runs are at the paper's scale
 BECOMES_VARIANT = ("reproduced", "scaled-down")  # the classes a changed parameter takes away
 KEEPS_CHANGES = ("estimate",)  # classes that stay, but list the changed parameters
 
@@ -74,7 +77,8 @@ def changes(values: dict, reference: dict, config_class) -> dict[str, object]:
     }
 
 
-def _variant(spec, values: dict, profile: str | None, params_dir) -> dict | None:
+def _diffs(spec, values: dict, params_dir) -> dict[str, dict]:
+    """Shipped profile -> the parameters ``values`` changes from it."""
     cls = spec.config_class()
     values = {k: _plain(v) for k, v in values.items()}
     diffs = {}
@@ -84,6 +88,11 @@ def _variant(spec, values: dict, profile: str | None, params_dir) -> dict | None
                 diffs[p] = changes(values, profile_values(spec, p, params_dir), cls)
             except ValueError:  # a profile that no longer fits the declaration (its plan is refused): no reference
                 continue
+    return diffs
+
+
+def _variant(spec, values: dict, profile: str | None, params_dir) -> dict | None:
+    diffs = _diffs(spec, values, params_dir)
     shipped = list(diffs)
     if not diffs or any(not d for d in diffs.values()):
         return None
@@ -107,8 +116,20 @@ def classify(declared: str, config=None) -> tuple[str, dict | None]:
         return declared, None
     variant = variant_of(config, os.environ.get(PROFILE_ENV) or None)
     if variant is None:
+        if declared == "reproduced" and not at_paper_scale(config):
+            return "scaled-down", None  # the quick profile's parameters: the paper's experiment, made smaller
         return declared, None
     return ("variant" if declared in BECOMES_VARIANT else declared), variant
+
+
+def at_paper_scale(config, params_dir=PARAMS_DIR) -> bool:
+    """Whether ``config`` has the paper profile's parameters (or the gpu profile's, which extends it): only
+    such a run's artifacts may be ``reproduced``. True for a config of no notebook."""
+    spec = _spec_of(type(config))
+    if spec is None:
+        return True
+    diffs = _diffs(spec, config.as_dict(), params_dir)
+    return any(p in diffs and not diffs[p] for p in PAPER_SCALE_PROFILES)
 
 
 def describe(spec, profile: str, parameters: dict, params_dir=PARAMS_DIR) -> dict | None:

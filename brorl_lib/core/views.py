@@ -78,10 +78,9 @@ def save_view(
     params_text = json.dumps(params, sort_keys=True, ensure_ascii=False)
     said = class_text(provenance, changed, basis) if (changed or basis) else provenance
     full_caption = f"{caption.strip()} [{said}]".strip()
-    stamp_provenance(fig, provenance, changed)
+    stamp_provenance(fig, provenance, changed, basis)
     style = style_of(fig)
-    if not style.is_default:
-        fit_texts(fig)
+    fit_texts(fig)
     extra = {
         "pdf": {"Subject": full_caption, "Keywords": params_text},
         "png": {"Description": full_caption, "Comment": params_text},

@@ -11,9 +11,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from brorl_lib.core import palette
 from brorl_lib.core.controls import ConfigControls
 from brorl_lib.core.live import LiveFigure, Progress
-from brorl_lib.core.plotting import ARM_COLOURS, PALETTE, new_figure, pt
+from brorl_lib.core.plotting import new_figure, pt
 from brorl_lib.paper import dynamic_sampling as ds
 from brorl_lib.paper import plots as paper_plots
 from brorl_lib.paper import report as pr
@@ -38,7 +39,7 @@ def reported_bars(table_name: str, column: str) -> plt.Figure:
     """One reported column of a table as bars per row (method and steps), coloured by arm."""
     table = paper.load(table_name)
     labels = [f"{m} {s}" for m, s in zip(table["method"], table["steps"].astype(str))]
-    colours = [ARM_COLOURS.get(m, PALETTE[7]) for m in table["method"]]
+    colours = [palette.ARMS.get(m, palette.GREY) for m in table["method"]]
     fig, ax = new_figure("column", aspect=0.8)
     y = np.arange(len(table))[::-1]
     ax.barh(y, table[column], color=colours)
@@ -108,7 +109,8 @@ def pass_rate_explorer(cfg: pr.PaperTablesConfig) -> LiveFigure:
         controls.read,
         draw,
         name="table2_pass_rate_view",
-        provenance="reproduced",
+        provenance="estimate",
+        basis=pr.PASS_RATE_BASIS,
         caption="Dynamic-sampling pass-rate model fitted to the pass rates shown",
         title="Table 2: the dynamic-sampling pass-rate model",
     ).show_first()
@@ -141,7 +143,8 @@ def roofline_explorer(cfg: pr.PaperTablesConfig) -> LiveFigure:
         controls.read,
         draw,
         name="table2_roofline_view",
-        provenance="reproduced",
+        provenance="estimate",
+        basis=pr.THROUGHPUT_BASIS,
         caption="Roofline of decoding for both arms at the hardware shown",
         title="Table 2: the generation-throughput roofline",
     ).show_first()

@@ -6,7 +6,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from brorl_lib.core.plotting import ARM_COLOURS, PALETTE, new_figure, pt
+from brorl_lib.core import palette
+from brorl_lib.core.plotting import new_figure, pt
 from brorl_lib.core.precision import rounded_inputs
 from brorl_lib.paper.setup import PAPER_FIG1_HOURS
 
@@ -18,11 +19,11 @@ def figure1(points: pd.DataFrame) -> plt.Figure:
     fig, axes = new_figure("full", aspect=0.3, ncols=len(domains))
     for ax, domain in zip(axes, domains):
         for method, g in points[points["domain"] == domain].groupby("method", sort=False):
-            ax.plot(g["hours"], g["score"], "o-", ms=3.5, color=ARM_COLOURS[method], label=f"{method}")
+            ax.plot(g["hours"], g["score"], "o-", ms=3.5, color=palette.arm(method), label=f"{method}")
             for h, s, st in zip(g["hours"], g["score"], g["steps"]):
                 if h > 0:
                     ax.annotate(st, (h, s), xytext=(3, 3), textcoords="offset points", fontsize=pt(5.5), color="0.3")
-        ax.axvline(PAPER_FIG1_HOURS, color="0.6", lw=0.6, ls=":")
+        ax.axvline(PAPER_FIG1_HOURS, color=palette.RULE, lw=0.6, ls=":")
         ax.set_xlabel("Training Time (hours)")
         ax.set_ylabel(f"{domain} Score")
         ax.set_title(f"{domain} score improvement over time", loc="left")
@@ -35,8 +36,8 @@ def pass_rate(curves: pd.DataFrame, reported: dict[int, float]) -> plt.Figure:
     """Expected dynamic-sampling pass rate and wasted samples per kept sample against N."""
     fig, (ax_r, ax_w) = new_figure("full", aspect=0.32, ncols=2)
     for i, (model, g) in enumerate(curves.groupby("model", sort=False)):
-        ax_r.plot(g["N"], 100 * g["pass_rate"], color=PALETTE[2 + i], label=model)
-        ax_w.plot(g["N"], g["wasted_per_kept"], color=PALETTE[2 + i], label=model)
+        ax_r.plot(g["N"], 100 * g["pass_rate"], color=palette.series(2 + i), label=model)
+        ax_w.plot(g["N"], g["wasted_per_kept"], color=palette.series(2 + i), label=model)
     ns = sorted(reported)
     ax_r.plot(ns, [100 * reported[n] for n in ns], "k*", ms=8, label="reported (Table 2)")
     ax_w.plot(ns, [1 / reported[n] - 1 for n in ns], "k*", ms=8, label="reported (Table 2)")
@@ -57,15 +58,15 @@ def roofline_plot(
     """Left: the H100 roofline with both arms' decode steps. Right: predicted BroRL/ProRL ratio vs response length."""
     fig, (ax_r, ax_t) = new_figure("full", aspect=0.34, ncols=2)
     x = np.geomspace(1, 3000, 200)
-    ax_r.loglog(x, np.minimum(peak, bandwidth * x) / 1e12, color="0.2", lw=1)
-    ax_r.axvline(peak / bandwidth, color="0.6", lw=0.5, ls=":")
+    ax_r.loglog(x, np.minimum(peak, bandwidth * x) / 1e12, color=palette.INK, lw=1)
+    ax_r.axvline(peak / bandwidth, color=palette.RULE, lw=0.5, ls=":")
     for _, r in points.iterrows():
         marker = "s" if r["shared_prefix"] else "o"
         ax_r.plot(
             r["intensity"],
             r["achieved_flops"] / 1e12,
             marker,
-            color=ARM_COLOURS[r["arm"]],
+            color=palette.arm(r["arm"]),
             ms=6,
             label=f"{r['arm']}, {'shared prefix' if r['shared_prefix'] else 'no sharing'}",
         )
@@ -79,7 +80,7 @@ def roofline_plot(
             g["ratio"],
             "o-",
             ms=3,
-            color=PALETTE[2 + i],
+            color=palette.series(2 + i),
             label="shared prefix" if shared else "no prefix sharing",
         )
     ax_t.axhline(reported_ratio, color="k", ls="--", lw=0.8, label=f"reported {reported_ratio:.2f}x")

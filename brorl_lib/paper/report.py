@@ -126,6 +126,11 @@ def blog_vs_paper() -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["source", "method", "steps", *SCORE_COLUMNS])
 
 
+PASS_RATE_BASIS = "two models of the pass rate fitted to Table 2's reported pass rates at N=16 and 512"
+THROUGHPUT_BASIS = "a roofline model of decoding on the paper's H100s, set beside Table 2's reported throughput ratio"
+BLOG_BASIS = "the authors' NVIDIA blog (19 Nov 2025, via a third-party summary), beside the paper's Table 1"
+
+
 def pass_rate_curves(cfg: PaperTablesConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Expected dynamic-sampling pass rate against N under the two fitted models, and the fits."""
     rates = paper.table2_pass_rates()

@@ -313,6 +313,8 @@ def bands(run: Run, edges: list[float]) -> pd.DataFrame:
                 {
                     "arm": arm,
                     "label": info.at[arm, "label"],
+                    "role": info.at[arm, "role"],
+                    "N": int(info.at[arm, "N"]),
                     "band": band,
                     "instances": int((labels == band).sum()),
                     "change": float(g["change"].mean()),
@@ -526,9 +528,11 @@ def stratum_curves(run: Run) -> pd.DataFrame:
             )
         )
     per_seed = pd.concat(frames, ignore_index=True)
-    return per_seed.groupby(["stratum", "arm", "label", "N", "budget"], as_index=False, sort=False).agg(
-        samples=("samples", "mean"), pass1=("pass1", "mean")
+    out = per_seed.groupby(["stratum", "arm", "label", "N", "budget"], as_index=False, sort=False).agg(
+        samples=("samples", "mean"), pass1=("pass1", "mean"), sd=("pass1", "std"), seeds=("seed", "nunique")
     )
+    out["se"] = out.pop("sd") / np.sqrt(out["seeds"])  # across seeds, the independent unit
+    return out
 
 
 def final_evals(run: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -591,7 +595,7 @@ def knowledge_shrinkage(run: Run) -> pd.DataFrame:
     out = pd.DataFrame(rows).groupby("arm", sort=False)[["dropped", "improved"]].mean() * 100
     out = out.rename(columns={"dropped": "dropped_pct", "improved": "improved_pct"})
     labels = arm_order(run.metrics).set_index("arm")
-    return out.loc[[a for a in labels.index if a in out.index]].join(labels[["label", "N"]]).reset_index()
+    return out.loc[[a for a in labels.index if a in out.index]].join(labels[["label", "role", "N"]]).reset_index()
 
 
 def theory_tables(run: Run) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:

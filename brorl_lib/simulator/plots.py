@@ -5,8 +5,10 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import FuncFormatter
 
-from brorl_lib.core.plotting import PALETTE, new_figure, pt
+from brorl_lib.core import palette
+from brorl_lib.core.plotting import new_figure, pt
 from brorl_lib.core.precision import rounded_inputs
 
 PANELS = (
@@ -17,7 +19,19 @@ PANELS = (
 
 
 def _colours(ns) -> dict[int, str]:
-    return {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(sorted(ns))}
+    return {n: palette.n_colour(n) for n in sorted(ns)}
+
+
+def scaled_axis(ax: plt.Axes, values: pd.Series, label: str) -> None:
+    """The y axis in units of the power of ten of ``values``' largest magnitude, said in ``label`` (no offset
+    text a reader could miss): a worst drop of -5e-6 reads "-5" on an axis labelled "(x 10^-6)"."""
+    top = float(np.abs(values).max()) if len(values) else 0.0
+    power = int(np.floor(np.log10(top))) if top > 0 else 0
+    if power in (-1, 0):
+        ax.set_ylabel(label)
+        return
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 10.0**power:g}".replace("-", "\u2212")))
+    ax.set_ylabel(f"{label} ($\\times 10^{{{power}}}$)")
 
 
 def _log_or_symlog(set_scale, values: pd.Series) -> None:
@@ -26,7 +40,7 @@ def _log_or_symlog(set_scale, values: pd.Series) -> None:
         set_scale("log")
         return
     nonzero = np.abs(values[values != 0])
-    set_scale("symlog", linthresh=float(np.percentile(nonzero, 5)) if len(nonzero) else 1.0, linscale=0.5)
+    set_scale("symlog", linthresh=float(np.percentile(nonzero, 5)) if len(nonzero) else 1.0, linscale=1.0)
 
 
 @rounded_inputs
@@ -44,10 +58,11 @@ def figure3(runs: pd.DataFrame) -> plt.Figure:
         ax.set_title(title, loc="left")
         ax.set_xlabel("Steps")
         ax.set_ylabel(ylabel)
-    axes[2].ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
-    axes[0].legend(title="n", ncols=1, fontsize=pt(6))
-    if seeds > 1:
-        fig.suptitle(f"mean over {seeds} seeds; band: min to max", fontsize=pt(7), x=0.99, ha="right")
+    scaled_axis(axes[2], runs["worst_drop"], PANELS[2][2])
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, title="N", fontsize=pt(6), loc="outside right center")
+    spread = f"mean over n={seeds} seeds; band: min to max" if seeds > 1 else "n=1 seed"
+    fig.suptitle(spread, fontsize=pt(7), x=0.99, ha="right")
     return fig
 
 
@@ -64,14 +79,20 @@ def n_sweep(summary: pd.DataFrame, paper_ns) -> plt.Figure:
         err = np.vstack(
             [summary[f"{col}_mean"] - summary[f"{col}_min"], summary[f"{col}_max"] - summary[f"{col}_mean"]]
         )
-        ax.errorbar(summary["N"], summary[f"{col}_mean"], yerr=err, fmt="o-", ms=3, color=PALETTE[0], capsize=2)
+        ax.plot(summary["N"], summary[f"{col}_mean"], color=palette.INK, lw=0.8)  # every N here was run
+        for i, n in enumerate(summary["N"]):
+            mean, bar = summary[f"{col}_mean"].iloc[i], err[:, i : i + 1]
+            ax.errorbar(n, mean, yerr=bar, fmt="o", ms=3, color=palette.n_colour(n), capsize=2)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("rollouts N")
         ax.set_ylabel(label)
         for n in paper_ns:
-            ax.axvline(n, color="0.6", lw=0.5, ls=":")
-    axes[2].axhline(0, color="0.2", lw=0.6)
-    axes[2].ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
+            ax.axvline(n, color=palette.RULE, lw=0.5, ls=":")
+    axes[2].axhline(0, color=palette.INK, lw=0.6)
+    scaled_axis(axes[2], summary["worst_drop_over_run_min"], specs[2][1])
+    seeds = int(summary["seeds"].min()) if "seeds" in summary else None
+    if seeds:
+        fig.suptitle(f"mean over n={seeds} seeds; bars: min to max", fontsize=pt(7), x=0.99, ha="right")
     return fig
 
 
@@ -98,9 +119,13 @@ def theorem1_per_step(runs: pd.DataFrame, agreement: pd.DataFrame) -> plt.Figure
     paper = agreement[agreement["update_rule"] == "paper"]
     no_wd = agreement[agreement["update_rule"] == "paper, no weight decay"]
     x = np.arange(len(paper))
-    axes[2].bar(x - 0.27, paper["measured_negative_pct"], width=0.27, color=PALETTE[3], label="measured, paper's rule")
-    axes[2].bar(x, no_wd["measured_negative_pct"], width=0.27, color=PALETTE[1], label="measured, no weight decay")
-    axes[2].bar(x + 0.27, paper["predicted_negative_pct"], width=0.27, color=PALETTE[0], label="Theorem 1")
+    bars = (
+        (-0.27, paper["measured_negative_pct"], palette.VERMILLION, "measured, paper's rule"),
+        (0.0, no_wd["measured_negative_pct"], palette.tint(palette.VERMILLION, 0.55), "measured, no weight decay"),
+        (0.27, paper["predicted_negative_pct"], palette.INK, "Theorem 1"),
+    )
+    for shift, values, colour, label in bars:
+        axes[2].bar(x + shift, values, width=0.27, color=colour, label=label)
     axes[2].set_xticks(x, [str(n) for n in paper["N"]])
     axes[2].set_xlabel("rollouts N")
     axes[2].set_ylabel(r"% of steps with $\Delta Q_{pos} < 0$")

@@ -9,9 +9,10 @@ from __future__ import annotations
 import ipywidgets as w
 import matplotlib.pyplot as plt
 
+from brorl_lib.core import palette
 from brorl_lib.core.controls import ConfigControls, powers_of_two
 from brorl_lib.core.live import LiveFigure, Progress
-from brorl_lib.core.plotting import PALETTE, new_figure
+from brorl_lib.core.plotting import new_figure
 from brorl_lib.theory import formulas as theory
 from brorl_lib.theory import plots as theory_plots
 from brorl_lib.theory import report as tr
@@ -24,8 +25,8 @@ def plot_terms(terms: dict[str, float], title: str = "") -> plt.Figure:
     names = [*terms, "delta_q_pos"]
     values = [*terms.values(), sum(terms.values())]
     fig, ax = new_figure("column")
-    ax.barh(names[::-1], values[::-1], color=[PALETTE[2] if v >= 0 else PALETTE[3] for v in values[::-1]])
-    ax.axvline(0, color="0.2", lw=0.6)
+    ax.barh(names[::-1], values[::-1], color=[palette.GOOD if v >= 0 else palette.BAD for v in values[::-1]])
+    ax.axvline(0, color=palette.INK, lw=0.6)
     ax.set_xlabel(r"contribution to $\Delta Q_{pos}$ ($\eta = 1$)")
     ax.set_title(title, loc="left")
     return fig

@@ -8,12 +8,13 @@ import pandas as pd
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.patches import Patch
 
-from brorl_lib.core.plotting import PALETTE, new_canvas, new_figure, panel_columns, pt
+from brorl_lib.core import palette
+from brorl_lib.core.plotting import new_canvas, new_figure, panel_columns, pt
 from brorl_lib.core.precision import rounded_inputs
 from brorl_lib.paper import setup as paper_setup
 
 CLASS_ORDER = ("sampled correct", "sampled incorrect", "unsampled correct", "unsampled incorrect")
-CLASS_COLOURS = dict(zip(CLASS_ORDER, (PALETTE[2], PALETTE[3], PALETTE[2], PALETTE[3])))
+CLASS_COLOURS = dict(zip(CLASS_ORDER, (palette.GOOD, palette.BAD, palette.GOOD, palette.BAD)))  # hatched: unsampled
 TERM_LABELS = {
     "sampled_correct": "sampled correct\n$(R_c-S_R)\\,Q_{neg}A_2$",
     "sampled_incorrect": "sampled incorrect\n$(S_R-R_w)\\,Q_{pos}B_2$",
@@ -53,7 +54,7 @@ def figure2(tokens: pd.DataFrame, terms: pd.DataFrame, eta: float, n: int) -> pl
             bar.set_hatch(h)
             if h:
                 bar.set_alpha(0.55)
-    ax_dp.axhline(0, color="0.2", lw=0.6)
+    ax_dp.axhline(0, color=palette.INK, lw=0.6)
     ax_p.set_ylabel("$p_i$")
     ax_dp.set_ylabel(r"$\Delta p_i \cdot N/\eta$")
     ax_dp.set_xlabel("token (grouped by class, most likely first)")
@@ -79,10 +80,11 @@ def figure2(tokens: pd.DataFrame, terms: pd.DataFrame, eta: float, n: int) -> pl
     ax_t.barh(
         y,
         [vals[k] for k in names],
-        color=[PALETTE[2] if vals[k] >= 0 else PALETTE[3] for k in names],
+        height=0.5,  # room between bars for the values written beside them
+        color=[palette.GOOD if vals[k] >= 0 else palette.BAD for k in names],
         edgecolor=["none"] * 3 + ["0.1"],
     )
-    ax_t.axvline(0, color="0.2", lw=0.6)
+    ax_t.axvline(0, color=palette.INK, lw=0.6)
     ax_t.set_yticks(y, [TERM_LABELS[k] for k in names], fontsize=pt(6))
     ax_t.set_xlabel(r"contribution to $\Delta Q_{pos}$, $\times N/\eta$")
     for yi, k in zip(y, names):
@@ -95,7 +97,7 @@ def figure2(tokens: pd.DataFrame, terms: pd.DataFrame, eta: float, n: int) -> pl
             va="center",
             fontsize=pt(6),
         )
-    ax_t.margins(x=0.35)
+    ax_t.margins(x=0.5)  # room for the values written beside the bars
     ax_t.grid(False)
     ax_p.set_title(f"One sampled batch (V={len(tokens)}, N={n}); hatched: unsampled", loc="left")
     ax_t.set_title("Theorem 1 terms", loc="left")
@@ -109,18 +111,18 @@ def theorem1_check(checks: pd.DataFrame, study: pd.DataFrame) -> plt.Figure:
     fig, (ax_h, ax_s) = new_figure("full", aspect=0.34, ncols=2)
     bins = np.linspace(-11, 0, 34)
     for col, label, colour in (
-        ("rel_err_first_order", "vs first-order change", PALETTE[0]),
-        ("rel_err_exact", r"vs exact softmax change ($\eta$ as set)", PALETTE[1]),
+        ("rel_err_first_order", "vs first-order change", palette.series(0)),
+        ("rel_err_exact", r"vs exact softmax change ($\eta$ as set)", palette.series(1)),
     ):
         ax_h.hist(np.log10(checks[col].clip(lower=10**-10.8)), bins=bins, color=colour, alpha=0.75, label=label)
-    ax_h.set_xlabel(r"$\log_{10}$ relative error of Theorem 1 (below $10^{-10}$: round-off, at left)")
+    ax_h.set_xlabel(r"$\log_{10}$ relative error (below $-10$: round-off)")
     ax_h.set_ylabel("instances")
     ax_h.legend(loc="upper left")
     ref = None
     for i, (family, g) in enumerate(study.groupby("family")):
         g = g[g["rel_gap"] >= RESOLVED_GAP]
         gap = g["rel_gap"] * g["delta_q_theorem"].abs()
-        ax_s.loglog(g["eta"], gap, "o-", ms=3, color=PALETTE[i], label=f"{family} logits")
+        ax_s.loglog(g["eta"], gap, "o-", ms=3, color=palette.series(i), label=f"{family} logits")
         if ref is None and len(g):
             etas = np.unique(study["eta"])
             ref = (etas, 3 * gap.iloc[0] * (etas / g["eta"].iloc[0]) ** 2)
@@ -138,9 +140,10 @@ def lemma2_corollary3(lemma: pd.DataFrame, curves: pd.DataFrame) -> plt.Figure:
     fig, (ax_l, ax_c) = new_figure("full", aspect=0.34, ncols=2)
     for i, (p, g) in enumerate(lemma.groupby("p")):
         err = np.vstack([g["estimate"] - g["ci_low"], g["ci_high"] - g["estimate"]])
-        ax_l.errorbar(g["n"], g["estimate"], yerr=err, fmt="o", ms=3, color=PALETTE[i], label=f"Monte Carlo, p={p:g}")
+        label = f"Monte Carlo, p={p:g}"
+        ax_l.errorbar(g["n"], g["estimate"], yerr=err, fmt="o", ms=3, color=palette.series(i), label=label)
         n_fine = np.geomspace(1, g["n"].max(), 200)
-        ax_l.plot(n_fine, p * p * (1 - p) ** n_fine, "-", color=PALETTE[i], lw=0.9)
+        ax_l.plot(n_fine, p * p * (1 - p) ** n_fine, "-", color=palette.series(i), lw=0.9)
     ax_l.set_xscale("log")
     ax_l.set_yscale("log")
     ax_l.set_xlabel("rollouts N")
@@ -152,11 +155,11 @@ def lemma2_corollary3(lemma: pd.DataFrame, curves: pd.DataFrame) -> plt.Figure:
             g["n_rollouts"],
             g["expected_u2"].clip(lower=1e-30),
             styles[tokens],
-            color=PALETTE[min(i, 2)],
+            color=palette.series(min(i, 2)),
             label=f"{dist}: {tokens}",
         )
     for n in paper_setup.SIM_ROLLOUT_SIZES:
-        ax_c.axvline(n, color="0.6", lw=0.5, ls=":")
+        ax_c.axvline(n, color=palette.RULE, lw=0.5, ls=":")
     ax_c.set_ylim(1e-16, None)
     ax_c.set_xlabel("rollouts N (dotted: Figure 3's N)")
     ax_c.set_ylabel(r"$\sum_i p_i^2(1-p_i)^N$")
@@ -197,7 +200,7 @@ def pass_at_k_vs_mass(curves: pd.DataFrame) -> plt.Figure:
     """pass@k = 1 - (1 - Q_pos)^k for several k."""
     fig, ax = new_figure("column")
     for i, (k, g) in enumerate(curves.groupby("k")):
-        ax.plot(g["q_pos"], g["pass_at_k"], color=PALETTE[i % len(PALETTE)], label=f"k={k}")
+        ax.plot(g["q_pos"], g["pass_at_k"], color=palette.series(i), label=f"k={k}")
     ax.set_xlabel(r"correct mass $Q_{pos}$")
     ax.set_ylabel("pass@k")
     ax.legend(ncols=2)

@@ -15,10 +15,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from brorl_lib.core import palette
 from brorl_lib.core.controls import ConfigControls, powers_of_two
 from brorl_lib.core.live import LiveFigure, Progress
 from brorl_lib.core.paths import REPO_ROOT
-from brorl_lib.core.plotting import ARM_COLOURS, new_figure, pt
+from brorl_lib.core.plotting import new_figure, pt
 from brorl_lib.verl_recipe import configs
 from brorl_lib.verl_recipe import report as vr
 
@@ -49,7 +50,7 @@ def plan_figure(plan: pd.DataFrame) -> plt.Figure:
     """Samples per step (kept, and generated before dynamic sampling) and estimated hours, per arm."""
     fig, (ax_s, ax_h) = new_figure("full", aspect=0.3, ncols=2)
     x = np.arange(len(plan))
-    colours = [ARM_COLOURS[vr.ARM_LABELS[a]] for a in plan["arm"]]
+    colours = [palette.arm(vr.ARM_LABELS[a]) for a in plan["arm"]]
     ax_s.bar(x - 0.2, plan["kept_samples_per_step"], 0.4, color=colours, label="kept (N x prompts)")
     ax_s.bar(x + 0.2, plan["expected_samples_per_step"], 0.4, color=colours, alpha=0.45, label="generated (estimate)")
     ax_s.set_ylabel("samples per step")

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from brorl_lib.core.plotting import ARM_COLOURS, new_figure, pt, reflow_grid
+from brorl_lib.core import palette
+from brorl_lib.core.plotting import new_figure, pt, reflow_grid
 from brorl_lib.core.precision import rounded_inputs
 from brorl_lib.paper import reported as paper
 from brorl_lib.paper.setup import PAPER_FIG1_HOURS
@@ -41,10 +42,14 @@ def _grid(n: int, row_aspect: float, min_aspect: float, **kwargs) -> tuple[plt.F
     return fig, cells[:n]
 
 
+NARROW_IN = 4.0  # a canvas narrower than this (inches) lists the legend's entries one a line (our choice)
+
+
 def _figure_legend(fig: plt.Figure, axes: list[plt.Axes], ncols: int = 2) -> None:
     """One legend for the figure, below the panels (a panel's own would sit on its data)."""
     series = {label: h for ax in axes for h, label in zip(*ax.get_legend_handles_labels())}
     if series:
+        ncols = ncols if fig.get_size_inches()[0] >= NARROW_IN else 1  # a narrow canvas: one entry a line
         fig.legend(series.values(), series.keys(), loc="outside lower center", ncols=ncols, fontsize=pt(6))
 
 
@@ -60,11 +65,11 @@ def figure1(points: pd.DataFrame) -> plt.Figure:
             ax.plot(
                 g["hours"],
                 g["score"],
-                color=ARM_COLOURS.get(method, "0.3"),
+                color=palette.ARMS.get(method, palette.GREY),
                 label=f"{method} ({source})",
                 **_style(source),
             )
-        ax.axvline(PAPER_FIG1_HOURS, color="0.6", lw=0.6, ls=":")
+        ax.axvline(PAPER_FIG1_HOURS, color=palette.RULE, lw=0.6, ls=":")
         ax.set_xlabel("Training Time (hours)")
         ax.set_ylabel(f"{domain} Score")
         ax.set_title(f"{domain} score over time", loc="left")
@@ -87,7 +92,7 @@ def figure4(points: pd.DataFrame) -> plt.Figure:
             ax.plot(
                 g["hours"],
                 g["pass_at_1"],
-                color=ARM_COLOURS.get(method, "0.3"),
+                color=palette.ARMS.get(method, palette.GREY),
                 label=f"{method} ({source})",
                 **_style(source),
             )
@@ -112,7 +117,7 @@ def cpu_run(points: pd.DataFrame) -> plt.Figure:
             ax.plot(
                 g["step"],
                 g["value"],
-                color=ARM_COLOURS.get(method, "0.3"),
+                color=palette.ARMS.get(method, palette.GREY),
                 ls=RUN_STYLES[runs.index(run) % len(RUN_STYLES)],
                 marker=ARM_MARKERS.get(method, ("o", 3.0))[0],
                 ms=ARM_MARKERS.get(method, ("o", 3.0))[1],

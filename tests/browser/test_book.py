@@ -1,6 +1,8 @@
-"""The book (make book) in headless Chromium: its front page, the gallery and a notebook page, served by a local
+"""The book (make book) in headless Chromium: its front page, the gallery and notebook pages, served by a local
 file server, with every image loaded, every internal link leading to a page or file that exists (and to an
-anchor on it), nothing fetched from outside the site, and the notebook's mathematics typeset.
+anchor on it), nothing fetched from outside the site, and the notebook's mathematics typeset; the gallery a grid
+of cards, one per artifact, its caption once; each notebook page under a banner linking to the gallery, its
+figures captioned and shown no larger than their size in inches, its wide tables scrolling inside their box.
 
 The book is built afresh into a temporary folder (a few seconds), from the committed notebooks, docs/ and
 figures/; the server is Python's http.server on a free port of 127.0.0.1, ended when the test ends.
@@ -20,14 +22,15 @@ from pathlib import Path
 from urllib.parse import urldefrag
 
 import pytest
+from docutils.nodes import make_id
 
-from brorl_lib.core import book
+from brorl_lib.core import book, book_gallery
 from brorl_lib.core.paths import BUILD_DIR, NOTEBOOKS_DIR
 
 playwright = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[dev]' installs playwright")
 pytestmark = pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # Sphinx 11's, in the theme's code
 
-PAGES = ("index.html", "gallery.html", "notebooks/01_theory.html")
+PAGES = ("index.html", "gallery.html", "notebooks/01_theory.html", "notebooks/04_laptop_rlvr.html")
 MATH_PAGE = "notebooks/01_theory.html"  # Theorem 1 in sympy's LaTeX: MathJax must typeset it offline
 SHOTS = BUILD_DIR / "screenshots"
 
@@ -39,6 +42,19 @@ _IMAGES_JS = """async () => Promise.all([...document.images].map(async (img) => 
 }))"""
 _LINKS_JS = """() => [...document.querySelectorAll("a[href], link[href], script[src]")]
   .map((el) => el.href || el.src)"""
+# every output image of a notebook page: [caption, its width as shown, its width as styled, alt text]
+_FIGURES_JS = """() => [...document.querySelectorAll("div.cell_output img")].map((img) => {
+  const caption = img.closest("figure")?.querySelector("figcaption .caption-text");
+  return [caption ? caption.textContent : null, img.getBoundingClientRect().width, img.style.width, img.alt];
+})"""
+# the page's width against the window's, and the overflow-x of each output table's box
+_TABLES_JS = """() => [[document.documentElement.scrollWidth, window.innerWidth],
+  [...document.querySelectorAll("div.cell_output .output.text_html")].filter((box) => box.querySelector("table"))
+    .map((box) => getComputedStyle(box).overflowX)]"""
+_BANNER_JS = """() => { const first = document.querySelector("article section > h1 ~ *");
+  return first ? [first.className, [...first.querySelectorAll("a")].map((a) => a.href)] : null; }"""
+_CARDS_JS = """() => [...document.querySelectorAll(".gallery-grid .gallery-card")]
+  .map((card) => [card.id, card.innerText, card.querySelectorAll("img").length])"""
 
 
 class _Quiet(SimpleHTTPRequestHandler):
@@ -179,3 +195,75 @@ def test_the_check_fails_on_a_missing_image_a_dead_link_and_a_missing_anchor(bro
     assert "image" in text and "missing.png" in text, text
     assert "nowhere.html answers 404" in text, text
     assert "no element with id 'gone'" in text and "'here'" not in text, text
+
+
+def _plain(text: str) -> str:
+    """Text as the page shows it, compared loosely: Sphinx's typographic quotes as typed, spaces collapsed."""
+    return " ".join(
+        text.replace("\u2019", "'").replace("\u2018", "'").replace("\u201c", '"').replace("\u201d", '"').split()
+    )
+
+
+def _artifacts() -> dict[str, dict]:
+    """artifact -> its manifest entry (one of its files'), with ``png``: whether it has a picture."""
+    found: dict[str, dict] = {}
+    for name, entry in sorted(book.manifest.load(book.FIGURES_DIR)["artifacts"].items()):
+        artifact = entry.get("artifact") or name.rsplit(".", 1)[0]
+        found.setdefault(artifact, {**entry, "png": False})["png"] |= name.endswith(".png")
+    return found
+
+
+def test_gallery_is_a_grid_of_one_card_per_artifact_each_caption_shown_once(site, browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        page = context.new_page()
+        page.goto(site + "gallery.html", wait_until="load")
+        cards = page.evaluate(_CARDS_JS)
+        display = page.evaluate("() => getComputedStyle(document.querySelector('.gallery-grid')).display")
+    finally:
+        context.close()
+    assert display == "grid"
+    artifacts = _artifacts()
+    assert len(cards) == len(artifacts)
+    problems = []
+    for card_id, text, images in cards:
+        artifact = next((a for a in artifacts if card_id == make_id(book_gallery.artifact_label(a))), None)
+        if artifact is None:
+            problems.append(f"card {card_id}: no artifact of that name")
+            continue
+        shown = _plain(text).count(_plain(artifacts[artifact]["caption"]))
+        if shown != 1:
+            problems.append(f"{artifact}: caption shown {shown} times")
+        if images != int(artifacts[artifact]["png"]):
+            problems.append(f"{artifact}: {images} thumbnails")
+    assert not problems, "\n".join(problems)
+
+
+def test_notebook_pages_open_with_a_banner_and_caption_their_figures_at_their_size(site, browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    captions = {_plain(e["caption"]) for e in _artifacts().values() if e["png"]}
+    problems = []
+    try:
+        page = context.new_page()
+        for name in sorted(p.stem for p in NOTEBOOKS_DIR.glob("*.ipynb")):
+            url = f"{site}notebooks/{name}.html"
+            page.goto(url, wait_until="load")
+            page.evaluate(_IMAGES_JS)  # every image loaded, so that its width is its laid-out width
+            banner = page.evaluate(_BANNER_JS)
+            anchor = f"gallery.html#{make_id(book_gallery.notebook_label(name))}"
+            if not banner or "admonition" not in banner[0] or not any(h.endswith(anchor) for h in banner[1]):
+                problems.append(f"{name}: no banner under the title linking {anchor} ({banner})")
+            for caption, shown, styled, alt in page.evaluate(_FIGURES_JS):
+                if caption is None or _plain(caption) not in captions:
+                    problems.append(f"{name}: an output figure captioned {caption!r}, not by its manifest caption")
+                if not alt or alt.startswith("../_images"):
+                    problems.append(f"{name}: an output figure without alt text")
+                if styled and shown > float(styled.removesuffix("px")) + 0.5:
+                    problems.append(f"{name}: a figure shown {shown:.0f} px wide, above its size {styled}")
+            (page_width, window), boxes = page.evaluate(_TABLES_JS)
+            if page_width > window:
+                problems.append(f"{name}: the page scrolls sideways ({page_width} px in a {window} px window)")
+            problems += [f"{name}: an output table's box with overflow-x {o}" for o in boxes if o != "auto"]
+    finally:
+        context.close()
+    assert not problems, "\n".join(problems)

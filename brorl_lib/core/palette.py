@@ -1,0 +1,73 @@
+"""One palette with meaning, for every figure: a fixed colour per arm and per N (rollouts per prompt).
+
+The colours are seaborn's colour-blind palette. ProRL and N=16 share one colour, BroRL and N=512 another,
+so the paper's two arms read the same whether a figure names them by method or by N; every other N up to
+512 has its own fixed colour, and any other N a blue-grey shade from its place on a log scale, darker for
+larger N (the same N, the same shade: the simulator's largest N nearly black). Learning-rate variants are
+tints of their arm's colour (``tint``), so a variant reads as its arm. Reference lines and annotations are
+grey (``INK``, ``RULE``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import seaborn as sns
+from matplotlib.colors import to_hex, to_rgb
+
+BASE = tuple(sns.color_palette("colorblind").as_hex())  # 10 colours: blue, orange, green, vermillion, ...
+BLUE, ORANGE, GREEN, VERMILLION, PINK, BROWN, ROSE, GREY, YELLOW, SKY = BASE
+
+ARMS = {
+    "ProRL": ORANGE,  # N=16, the paper's step-scaled arm
+    "BroRL": BLUE,  # N=512, the paper's rollout-scaled arm
+    "batch-size control": GREEN,
+    "prompt-matched BroRL": SKY,
+    "KL-anchored BroRL": PINK,
+}
+N_COLOURS = {  # every N a shipped profile draws (our choice of which colour goes with which N)
+    4: GREEN,
+    8: PINK,
+    16: ARMS["ProRL"],
+    32: BROWN,
+    64: SKY,
+    128: VERMILLION,
+    256: YELLOW,
+    512: ARMS["BroRL"],
+}
+SHADE_TOP_N = 2**16  # N at which the blue-grey shades of other N reach their darkest (our choice)
+SERIES = (BLUE, ORANGE, GREEN, VERMILLION, PINK, BROWN, SKY, GREY)  # series with no fixed meaning, in order
+INK = "0.2"  # zero lines, reference curves
+RULE = "0.6"  # guides: the paper's N, a budget, a threshold
+GOOD, BAD = GREEN, VERMILLION  # a gain / a loss of correct mass
+
+
+def arm(name: str) -> str:
+    """The colour of arm ``name`` (ProRL, BroRL or a control); ValueError naming the known arms otherwise."""
+    if name not in ARMS:
+        raise ValueError(f"arm={name!r} has no colour: known arms are {', '.join(ARMS)}")
+    return ARMS[name]
+
+
+def n_colour(n: int) -> str:
+    """The colour of N rollouts per prompt: fixed for the N in ``N_COLOURS``, else a blue-grey, darker with log N."""
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"n={n} has no colour: N (rollouts per prompt) is at least 1")
+    if n in N_COLOURS:
+        return N_COLOURS[n]
+    shade = min(1.0, math.log2(n) / math.log2(SHADE_TOP_N))
+    return to_hex(sns.light_palette("#3b4d61", n_colors=101)[40 + int(round(60 * shade))])
+
+
+def tint(colour: str, amount: float) -> str:
+    """``colour`` mixed with white: ``amount`` 0 keeps it, 1 gives white (a learning-rate variant's line)."""
+    if not 0.0 <= amount < 1.0:
+        raise ValueError(f"amount={amount} is not allowed: expected 0 <= amount < 1")
+    r, g, b = to_rgb(colour)
+    return to_hex((r + (1 - r) * amount, g + (1 - g) * amount, b + (1 - b) * amount))
+
+
+def series(i: int) -> str:
+    """The ``i``-th colour for series without a fixed meaning (tasks, seeds, models)."""
+    return SERIES[i % len(SERIES)]

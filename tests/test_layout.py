@@ -1,0 +1,168 @@
+"""One palette with meaning, the layout check (legends and annotations against data, texts against the
+canvas, every preset in a strict run), the canvas fixed at the style's width, the stamp that can be left
+out, and the classes a figure may carry."""
+
+from __future__ import annotations
+
+import json
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from brorl_lib.core import layout, palette, styles
+from brorl_lib.core.artifacts import PROVENANCE, check_artifact, class_text, stamp_text
+from brorl_lib.core.cli import main
+from brorl_lib.core.plotting import fit_texts, new_figure, save_figure
+from brorl_lib.core.precision import rounded_inputs
+
+
+# --- the palette ---
+def test_the_paper_arms_and_their_n_share_one_colour_everywhere():
+    assert palette.n_colour(16) == palette.arm("ProRL") != palette.arm("BroRL") == palette.n_colour(512)
+    fixed = [palette.n_colour(n) for n in palette.N_COLOURS]
+    assert len(set(fixed)) == len(fixed)  # every N the profiles draw is told apart
+    assert palette.n_colour(1000) == palette.n_colour(1000) not in fixed  # an N of one's own: a fixed shade too
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: palette.arm("GRPO"), "arm='GRPO' has no colour: known arms are ProRL, BroRL"),
+        (lambda: palette.n_colour(0), "n=0 has no colour"),
+        (lambda: palette.tint("#000000", 1.0), "amount=1.0 is not allowed"),
+    ],
+)
+def test_the_palette_refuses_what_it_cannot_colour(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_a_tint_lightens_towards_white():
+    assert palette.tint("#000000", 0.5) == "#808080" and palette.tint(palette.BLUE, 0.0) == palette.BLUE
+
+
+# --- the check ---
+def _line_through_the_middle(legend_loc: str | None = None):
+    fig, ax = new_figure("column")
+    x = np.linspace(0, 1, 50)
+    for k in range(6):  # lines that fill the panel, so no corner is free
+        ax.plot(x, 0.15 * k + 0.1 * np.sin(6 * x + k), label=f"a long series label {k}")
+    if legend_loc:
+        ax.legend(loc=legend_loc)
+    return fig, ax
+
+
+def test_a_legend_on_data_is_found_and_moved_off_it():
+    fig, ax = _line_through_the_middle("center")
+    assert any("legend covers data" in p for p in layout.problems(fig))
+    fit_texts(fig)
+    assert layout.problems(fig) == []
+    assert fig.get_size_inches()[0] == styles.PAPER.column_in  # moved, not widened
+    plt.close(fig)
+
+
+def test_an_annotation_on_data_is_found_and_a_point_label_moves_beside_its_point():
+    fig, ax = new_figure("column")
+    ax.plot([0, 1, 2, 3], [0, 1, 2, 3], "o-")
+    note = ax.annotate("+107", (1, 1), xytext=(0, 0), textcoords="offset points", ha="center", va="center")
+    assert any("annotation '+107' covers data" in p for p in layout.problems(fig))
+    fit_texts(fig)
+    assert layout.problems(fig) == [] and note.xyann != (0, 0)
+    plt.close(fig)
+
+
+def test_texts_off_the_canvas_and_a_canvas_wider_than_the_style_are_found():
+    fig, ax = new_figure("column")
+    ax.plot([0, 1], [0, 1])
+    fig.text(1.02, 0.5, "beyond the edge")
+    fig.set_size_inches(7.5, 2.0)
+    found = layout.problems(fig)
+    assert "a text runs off the canvas" in found
+    assert "canvas 7.50 in wide: wider than the style's 6.75 in" in found
+    plt.close(fig)
+
+
+@rounded_inputs
+def _covered(frame: pd.DataFrame) -> plt.Figure:
+    """A text fixed in the middle of a line: no placement can move it."""
+    fig, ax = new_figure("column")
+    ax.plot(frame["x"], frame["y"])
+    ax.text(0.5, 0.5, "a fixed note", transform=ax.transAxes, ha="center", va="center")
+    return fig
+
+
+def test_a_strict_run_checks_every_preset_reports_each_and_fails_on_a_finding(out_dir, monkeypatch, tmp_path):
+    report = tmp_path / "layout.jsonl"
+    monkeypatch.setenv(layout.CHECK_ENV, "1")
+    monkeypatch.setenv(layout.REPORT_ENV, str(report))
+    frame = pd.DataFrame({"x": [0.0, 1.0], "y": [0.0, 1.0]})
+    with pytest.raises(layout.LayoutError, match="covered: the layout check found: paper: .*a fixed note"):
+        save_figure(_covered(frame), "covered", provenance="reported", data=frame, caption="a test")
+    rows = [json.loads(line) for line in report.read_text().splitlines()]
+    assert sorted(r["style"] for r in rows) == sorted(styles.PRESETS)
+    assert all(r["problems"] for r in rows)
+    assert main(["layout-report", str(report)]) == 1
+
+    report.unlink()
+    clean = pd.DataFrame({"x": [0.0, 1.0], "y": [0.0, 0.2]})
+
+    @rounded_inputs
+    def fine(frame):
+        fig, ax = new_figure("column")
+        ax.plot(frame["x"], frame["y"], label="a line")
+        ax.legend(loc="upper left")
+        return fig
+
+    save_figure(fine(clean), "fine", provenance="reported", data=clean, caption="a test")
+    counts, findings = layout.summary(report)
+    assert counts == {name: (1, 0) for name in styles.PRESETS} and findings == []
+    assert main(["layout-report", str(report)]) == 0
+
+
+def test_the_canvas_is_the_style_width_and_the_stamp_can_be_left_out(out_dir, monkeypatch):
+    frame = pd.DataFrame({"x": [0.0, 1.0], "y": [0.0, 1.0]})
+
+    def draw():
+        fig, axes = new_figure("full", ncols=2)
+        for ax in axes:
+            ax.plot(frame["x"], frame["y"])
+            ax.set_title("a title far too long to sit on one line above a panel this narrow", loc="left")
+        return fig
+
+    saved = save_figure(draw(), "wide", provenance="reported", data=frame, caption="a test")
+    png = next(p for p in saved.files if p.suffix == ".png")
+    with Image.open(png) as image:
+        assert image.size[0] == round(styles.PAPER.full_in * 300)  # wrapped, never widened
+        assert image.info["Description"] == "reported"
+    stamped = png.read_bytes()
+    monkeypatch.setenv(styles.STAMP_ENV, "0")
+    saved = save_figure(draw(), "wide", provenance="reported", data=frame, caption="a test")
+    assert png.read_bytes() != stamped
+    with Image.open(png) as image:
+        assert image.info["Description"] == "reported"  # the class stays in the file
+
+
+# --- classes ---
+def test_a_reported_artifact_from_elsewhere_names_its_source_and_no_other_class_takes_one():
+    check_artifact("blog", "reported", basis="the authors' blog")
+    assert class_text("reported", None, "the authors' blog") == (
+        "reported: numbers copied from the authors' blog, not from the paper"
+    )
+    assert stamp_text("reported", None, "the authors' blog") == "reported, not from the paper"
+    assert class_text("reported") == PROVENANCE["reported"]
+    with pytest.raises(ValueError, match="basis='x' is for provenance='estimate'"):
+        check_artifact("a", "reproduced", basis="x")
+
+
+def test_a_quick_profile_run_is_never_stamped_reproduced():
+    from brorl_lib.core import variants
+    from brorl_lib.core.profiles import load_profile
+    from brorl_lib.simulator import report as sr
+
+    quick = sr.SimulatorConfig()  # the defaults are the quick profile
+    assert variants.classify("reproduced", quick) == ("scaled-down", None)
+    paper = sr.SimulatorConfig(**load_profile("paper")["02_simulator"]["parameters"])
+    assert variants.at_paper_scale(paper) and variants.classify("reproduced", paper) == ("reproduced", None)
