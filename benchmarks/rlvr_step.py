@@ -1,6 +1,7 @@
 """Where a phase-2 step of notebook 04 spends its time: generation (with dynamic sampling's refill rounds),
 the PPO update, and one held-out evaluation, for the ProRL shape (N=16, P kept prompts) and the BroRL shape
-(N=512, P/4), on a warm-started model of the paper profile's size. Prints seconds and samples/s per part.
+(N=512, P/4), on a warm-started model of the paper profile's size. Prints seconds and samples/s per part, each
+shape with the update over every kept row and with one row per distinct (prompt, response) (``dedupe``).
 Usage:
 
     .venv/bin/python benchmarks/rlvr_step.py [--candidate spell_backward:6@128x3] [--prompts 64] [--steps 3]
@@ -40,7 +41,8 @@ def main() -> None:
     folder = plateau.warm_start_model(cand.model, train, args.warm_start_steps, 1e-3, 0, Path("build/bench_warm_start"))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {cand.spec}, warm start {folder}")
     protocol = EvalProtocol(16, 0.6, 0.95, 10)
-    for name, n, prompts in (("ProRL", 16, args.prompts), ("BroRL", 512, args.prompts // 4)):
+    shapes = (("ProRL", 16, args.prompts), ("BroRL", 512, args.prompts // 4))
+    for (name, n, prompts), dedupe in ((shape, d) for shape in shapes for d in (False, True)):
         model, tok = tiny.load(folder)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         gen = torch.Generator().manual_seed(0)
@@ -48,7 +50,7 @@ def main() -> None:
         def draw(k: int, gen: torch.Generator = gen) -> list:
             return [train[i] for i in torch.randint(len(train), (k,), generator=gen).tolist()]
 
-        settings = StepSettings(n_rollouts=n, max_new_tokens=10, max_rounds=args.max_rounds)
+        settings = StepSettings(n_rollouts=n, max_new_tokens=10, max_rounds=args.max_rounds, dedupe=dedupe)
         totals = {"samples": 0, "kept": 0, "generation_s": 0.0, "step_s": 0.0, "rounds": 0}
         for _ in range(args.steps):
             m = rl_step(model, tok, opt, draw, prompts, settings, gen)
@@ -59,7 +61,7 @@ def main() -> None:
             totals["rounds"] += m["rounds"]
         train_s = totals["step_s"] - totals["generation_s"]
         print(
-            f"{name} N={n} x {prompts} kept prompts: {totals['step_s'] / args.steps:.2f} s/step "
+            f"{name} N={n} x {prompts} kept prompts, dedupe={dedupe}: {totals['step_s'] / args.steps:.2f} s/step "
             f"(generation {totals['generation_s'] / totals['step_s']:.0%}, update {train_s / totals['step_s']:.0%}); "
             f"{totals['rounds'] / args.steps:.1f} rounds/step; "
             f"generated {totals['samples'] / totals['generation_s']:.0f} samples/s; "

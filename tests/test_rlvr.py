@@ -200,7 +200,7 @@ def test_concat_pads_each_round_to_the_longest_and_keeps_groups_apart(tok, model
     pad = tok.pad_token_id
     a = generate(model, tok, ["1+2=", "rev bird="], 2, 3, 1.0, torch.Generator().manual_seed(0))
     b = generate(model, tok, ["wsr free may="], 3, 6, 1.0, torch.Generator().manual_seed(1))
-    a = step_module._rows(a, torch.tensor([2, 3]))  # round 1 kept its group 1 only
+    a = step_module.rows_of(a, torch.tensor([2, 3]))  # round 1 kept its group 1 only
     both = sampling.concat([a, b], pad)
     lp, lr = b.prompt_ids.shape[1], b.response_ids.shape[1]
     assert both.prompt_ids.shape == (5, lp) and both.response_ids.shape == (5, lr) and lr > a.response_ids.shape[1]

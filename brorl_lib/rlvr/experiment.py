@@ -304,10 +304,15 @@ def _claim(record_path: Path, record: dict, what: str) -> None:
 
 
 def _as_record(obj) -> dict:
-    """The settings a folder's results depend on (``StepSettings.EXECUTION_ONLY`` left out), as JSON values."""
+    """The settings a folder's results depend on (``StepSettings.EXECUTION_ONLY`` left out, and the fields of
+    ``StepSettings.LEGACY_DEFAULTS`` at that value, as records made before they existed), as JSON values."""
     record = json.loads(json.dumps(asdict(obj)))
-    for key in StepSettings.EXECUTION_ONLY if isinstance(record.get("step"), dict) else ():
-        record["step"].pop(key)
+    step = record.get("step") if isinstance(record.get("step"), dict) else {}
+    for key in StepSettings.EXECUTION_ONLY:
+        step.pop(key, None)
+    for key, value in StepSettings.LEGACY_DEFAULTS.items():
+        if step.get(key) == value:
+            step.pop(key)
     return record
 
 

@@ -99,6 +99,8 @@ def phase1(
     max_steps: int,
     device: str = "cpu",
     progress: bool = False,
+    scorer=None,
+    keep_every: int = 0,
 ) -> dict:
     """ProRL in chunks of ``arm.eval_every`` steps until the plateau test holds or ``max_steps``; returns (and
     saves) how it ended. A phase 1 that stopped at a lower step cap continues when called with a higher one."""
@@ -124,7 +126,7 @@ def phase1(
             atomic.write_text(record_path, json.dumps(record, indent=2))
             return record
         chunk = min(arm.eval_every, max_steps - done)
-        run_arm(start, train, test, arm, folder, protocol, max_steps=chunk, progress=False, device=device)
+        run_arm(start, train, test, arm, folder, protocol, chunk, False, device, scorer=scorer, keep_every=keep_every)
 
 
 def low_q_share(

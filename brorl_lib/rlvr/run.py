@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from brorl_lib.rlvr.tasks import LaptopInstance, reward
 CHECKPOINT = "checkpoint"
 TRAINER_STATE = "trainer.pt"  # optimizer and sampling-generator state beside a checkpoint's weights
 METRICS = "metrics.csv"
+SNAPSHOTS = "snapshots"  # kept copies of a run's checkpoint at fixed steps (weights: not committed)
 DONE = "done.json"  # written once the sample budget is spent; a finished arm needs no checkpoint to be read back
 
 
@@ -129,13 +131,21 @@ def standard_error(per_instance: np.ndarray) -> float:
     return float(per_instance.std(ddof=1) / np.sqrt(per_instance.size)) if per_instance.size > 1 else float("nan")
 
 
-def _held_out(policy, tokenizer, test, validation, protocol: EvalProtocol, seed: int, out_dir: Path, step: int) -> dict:
-    """Evaluate the held-out (and validation) instances, save the per-instance values, return the row's columns."""
-    held = evaluate(policy, tokenizer, test, protocol, seed)
+Scorer = Callable[[PreTrainedModel, PreTrainedTokenizerFast, list[LaptopInstance], int], np.ndarray]
+
+
+def _held_out(
+    policy, tokenizer, test, validation, protocol: EvalProtocol, seed: int, out_dir: Path, step: int, scorer=None
+) -> dict:
+    """Evaluate the held-out (and validation) instances, save the per-instance values, return the row's columns.
+    ``scorer(model, tokenizer, instances, seed)`` replaces the sampled pass@1 (e.g. exact q at the protocol's
+    temperature and top-p)."""
+    scorer = scorer or (lambda m, t, items, s: evaluate(m, t, items, protocol, s))
+    held = scorer(policy, tokenizer, test, seed)
     np.save(out_dir / f"pass1_step{step}.npy", held)
     out = {"pass1": float(held.mean()), "pass1_se": standard_error(held)}
     if validation:
-        val = evaluate(policy, tokenizer, validation, protocol, seed + 1)  # draws apart from the test set's
+        val = scorer(policy, tokenizer, validation, seed + 1)  # draws apart from the test set's
         np.save(out_dir / f"val_step{step}.npy", val)
         out["val_pass1"] = float(val.mean())
     return out
@@ -178,6 +188,8 @@ def run_arm(
     progress: bool = True,
     device: str = "cpu",
     validation: list[LaptopInstance] | None = None,
+    scorer: Scorer | None = None,
+    keep_every: int = 0,
 ) -> pd.DataFrame:
     """Train from the checkpoint at ``start`` (or resume from ``out_dir``); returns every step's metrics.
 
@@ -185,7 +197,9 @@ def run_arm(
     a warm start begins with a fresh AdamW. ``max_steps`` stops early (as an interruption would); calling again
     resumes where it stopped. Held-out pass@1 (and its standard error over instances) is measured at step 0,
     every ``eval_every`` steps, at each of ``eval_budgets`` and at the end; the per-instance values are saved as
-    ``pass1_step<k>.npy``, and those of the ``validation`` instances (if any) as ``val_step<k>.npy``.
+    ``pass1_step<k>.npy``, and those of the ``validation`` instances (if any) as ``val_step<k>.npy``
+    (``scorer``: how; default the protocol's sampled pass@1). ``keep_every`` > 0 also keeps a copy of the
+    checkpoint every that many steps, as ``snapshots/step<k>/``.
     """
     out_dir = Path(out_dir)
     if (out_dir / DONE).exists():
@@ -216,6 +230,7 @@ def run_arm(
                 "step": 0,
                 "samples": 0,
                 "kept_samples": 0,
+                "surplus_groups": 0,
                 "rounds": 0,
                 "capped": 0,
                 "tokens": 0,
@@ -225,7 +240,7 @@ def run_arm(
                 "pass_rate": np.nan,
                 "grad_norm": np.nan,
                 "updates": 0,
-                **_held_out(policy, tokenizer, test, validation, protocol, settings.seed, out_dir, 0),
+                **_held_out(policy, tokenizer, test, validation, protocol, settings.seed, out_dir, 0, scorer),
             }
         )
     bar = tqdm(
@@ -245,6 +260,7 @@ def run_arm(
             "step": state["step"],
             "samples": state["samples"],
             "kept_samples": m["kept_samples"],
+            "surplus_groups": m["surplus_groups"],
             "rounds": m["rounds"],
             "capped": m["capped"],
             "tokens": rows[-1]["tokens"] + m["tokens"],
@@ -261,12 +277,18 @@ def run_arm(
             row["val_pass1"] = np.nan
         done = state["samples"] >= settings.sample_budget
         if settings.evaluates(state["step"], before, state["samples"]):
-            row |= _held_out(policy, tokenizer, test, validation, protocol, settings.seed, out_dir, state["step"])
+            row |= _held_out(
+                policy, tokenizer, test, validation, protocol, settings.seed, out_dir, state["step"], scorer
+            )
         rows.append(row)
         bar.update(m["samples"])
         if state["step"] % settings.checkpoint_every == 0 or done or not np.isnan(row["pass1"]):
             atomic.write_text(out_dir / METRICS, pd.DataFrame(rows).to_csv(index=False, lineterminator="\n"))
             _save_checkpoint(ckpt, policy, tokenizer, optimizer, generator, state)
+        if keep_every and state["step"] % keep_every == 0:
+            snapshot = out_dir / SNAPSHOTS / f"step{state['step']}"
+            if not snapshot.exists():
+                _save_checkpoint(snapshot, policy, tokenizer, optimizer, generator, state)
     bar.close()
     if state["samples"] >= settings.sample_budget:
         atomic.write_text(out_dir / DONE, json.dumps({"step": state["step"], "samples": state["samples"]}))

@@ -6,6 +6,7 @@ same weights; no second forward pass)."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
-from brorl_lib.core.validation import check_int, check_positive
+from brorl_lib.core.validation import check_choice, check_int, check_positive
 from brorl_lib.rlvr import algorithm as alg
 from brorl_lib.rlvr.sampling import Rollouts, concat, generate
 from brorl_lib.rlvr.tasks import LaptopInstance, reward
@@ -32,8 +33,21 @@ class StepSettings:
     grad_clip: float = 1.0  # verl's default actor.grad_clip
     max_rounds: int = 1  # generation rounds per step (verl's max_num_gen_batches); 1: no refill
     micro_batch: int = 1024  # rows per forward/backward pass within a mini-batch (memory and speed only, our choice)
+    # which prompts a refill round draws: "shortfall" only as many as the kept batch still lacks, at the step's
+    # observed keep rate (Table 1's accounting: generated = kept / pass rate; a few surplus groups at most);
+    # "full" all P again each round (verl's filter_groups), the surplus groups generated and dropped
+    refill: str = "full"
 
-    EXECUTION_ONLY = ("micro_batch",)  # how the update is computed, not which update: not part of a run's identity
+    # one forward/backward per distinct (prompt, response) of a chunk, weighted by its count: the same loss and
+    # gradient up to float rounding (duplicates share advantage and old log-probs), far fewer rows at large N
+    dedupe: bool = False
+
+    EXECUTION_ONLY = (
+        "micro_batch",
+        "dedupe",
+    )  # how the update is computed, not which update: not part of a run's identity
+    LEGACY_DEFAULTS = {"refill": "full"}  # left out of a run's record at this value (records made before it existed)
+    REFILLS = ("full", "shortfall")
 
     def __post_init__(self) -> None:
         check_int("n_rollouts", self.n_rollouts, low=2)
@@ -43,9 +57,17 @@ class StepSettings:
         check_positive("grad_clip", self.grad_clip)
         check_int("max_rounds", self.max_rounds, low=1)
         check_int("micro_batch", self.micro_batch, low=1)
+        check_choice("refill", self.refill, self.REFILLS)
+
+    def round_prompts(self, prompts: int, kept: int, drawn: int) -> int:
+        """Prompts the next generation round draws, with ``kept`` mixed groups found among ``drawn`` so far."""
+        if self.refill == "full" or drawn == 0:
+            return prompts
+        shortfall = prompts - kept
+        return shortfall if kept == 0 else min(prompts, math.ceil(shortfall * drawn / kept))
 
 
-def _rows(r: Rollouts, idx: torch.Tensor) -> Rollouts:
+def rows_of(r: Rollouts, idx: torch.Tensor) -> Rollouts:
     return Rollouts(
         r.prompt_ids[idx],
         r.prompt_mask[idx],
@@ -57,7 +79,7 @@ def _rows(r: Rollouts, idx: torch.Tensor) -> Rollouts:
     )
 
 
-def _round(
+def generation_round(
     policy: PreTrainedModel,
     tokenizer: PreTrainedTokenizerFast,
     prompts: list[LaptopInstance],
@@ -81,6 +103,51 @@ def _round(
     return rollouts, rewards, alg.dynamic_sampling(rewards, rollouts.group)
 
 
+def backward(
+    policy: PreTrainedModel,
+    kept: Rollouts,
+    adv: torch.Tensor,
+    old_lp: torch.Tensor,
+    ref_lp: torch.Tensor | None,
+    chunk: torch.Tensor,
+    settings: StepSettings,
+) -> None:
+    """Accumulate the gradient of the PPO loss (plus the KL term) of the rows ``chunk`` of ``kept``, token-mean over
+    the chunk, in micro-batches of ``settings.micro_batch`` rows (as verl's gradient accumulation)."""
+    weight = kept.response_mask.float()  # a row's tokens, times how many rows it stands for
+    if settings.dedupe:
+        chunk, counts = _distinct(kept, chunk)
+        weight = weight.clone()
+        weight[chunk] = weight[chunk] * counts[:, None]
+    tokens = float(weight[chunk].sum())
+    for micro in torch.split(chunk, settings.micro_batch):
+        part = rows_of(kept, micro)
+        lp = alg.response_log_probs(policy, part, settings.temperature)
+        loss, _ = alg.policy_loss(
+            old_lp[micro],
+            lp,
+            adv[micro],
+            weight[micro],
+            settings.clip_low,
+            settings.clip_high,
+            settings.n_rollouts,
+        )
+        if ref_lp is not None and settings.kl_coef > 0:
+            loss = loss + settings.kl_coef * alg.kl_loss(lp, ref_lp[micro], weight[micro])
+        # token-mean over the whole chunk: each micro-batch's token mean weighted by its share of tokens
+        (loss * (float(weight[micro].sum()) / tokens)).backward()
+
+
+def _distinct(kept: Rollouts, chunk: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first row of each distinct (group, response) among ``chunk``, in order, and how many rows each stands for."""
+    keys = torch.cat([kept.group[chunk, None], kept.response_ids[chunk]], 1)
+    _, inverse, counts = torch.unique(keys, dim=0, return_inverse=True, return_counts=True)
+    first = torch.full((len(counts),), len(chunk), dtype=torch.long, device=chunk.device)
+    first = first.scatter_reduce(0, inverse, torch.arange(len(chunk), device=chunk.device), "amin")
+    order = first.argsort()
+    return chunk[first[order]], counts[order]
+
+
 def rl_step(
     policy: PreTrainedModel,
     tokenizer: PreTrainedTokenizerFast,
@@ -102,10 +169,13 @@ def rl_step(
     t0 = time.perf_counter()
     policy.eval()
     parts, part_rewards, rounds, generated, tokens, reward_sum, mixed = [], [], 0, 0, 0, 0.0, 0
-    kept_groups = 0
+    kept_groups = drawn = mixed_groups = 0
     while kept_groups < prompts and rounds < settings.max_rounds:
-        rollouts, rewards, keep = _round(policy, tokenizer, draw(prompts), settings, generator)
+        asked = settings.round_prompts(prompts, mixed_groups, drawn)
+        rollouts, rewards, keep = generation_round(policy, tokenizer, draw(asked), settings, generator)
         rounds += 1
+        drawn += asked
+        mixed_groups += len(torch.unique(rollouts.group[keep]))
         generated += len(rewards)
         tokens += rollouts.n_tokens
         reward_sum += float(rewards.sum())
@@ -113,7 +183,7 @@ def rl_step(
         groups = torch.unique(rollouts.group[keep])[: prompts - kept_groups]  # verl trims the batch to its size
         rows = torch.nonzero(torch.isin(rollouts.group, groups)).squeeze(1)
         if len(rows):
-            parts.append(_rows(rollouts, rows))
+            parts.append(rows_of(rollouts, rows))
             part_rewards.append(rewards[rows])
             kept_groups += len(groups)
     t_gen = time.perf_counter() - t0
@@ -122,6 +192,7 @@ def rl_step(
         "pass_rate": mixed / generated,
         "samples": generated,
         "kept_samples": sum(len(p.texts) for p in parts),
+        "surplus_groups": mixed_groups - kept_groups,  # mixed groups generated beyond the kept batch
         "rounds": rounds,
         "capped": int(kept_groups < prompts),
         "tokens": tokens,
@@ -145,23 +216,7 @@ def rl_step(
         if len(chunk) == 0:
             continue
         optimizer.zero_grad()
-        tokens = float(kept.response_mask[chunk].sum())
-        for micro in torch.split(chunk, settings.micro_batch):  # gradient accumulation, as verl's micro-batches
-            part = _rows(kept, micro)
-            lp = alg.response_log_probs(policy, part, settings.temperature)
-            loss, _ = alg.policy_loss(
-                old_lp[micro],
-                lp,
-                adv[micro],
-                part.response_mask,
-                settings.clip_low,
-                settings.clip_high,
-                settings.n_rollouts,
-            )
-            if ref_lp is not None and settings.kl_coef > 0:
-                loss = loss + settings.kl_coef * alg.kl_loss(lp, ref_lp[micro], part.response_mask)
-            # token-mean over the whole mini-batch: each micro-batch's token mean weighted by its share of tokens
-            (loss * (float(part.response_mask.sum()) / tokens)).backward()
+        backward(policy, kept, adv, old_lp, ref_lp, chunk, settings)
         norms.append(float(torch.nn.utils.clip_grad_norm_(policy.parameters(), settings.grad_clip)))
         optimizer.step()
         metrics["updates"] += 1

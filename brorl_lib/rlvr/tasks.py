@@ -27,6 +27,7 @@ class TaskFamily:
     prompt: Callable[[dict], str]  # metadata -> text before "="
     options: Callable[[int], dict]  # difficulty level -> reasoning_gym config
     levels: tuple[int, ...] = field(default=(1, 2, 3))
+    answer: Callable[[dict], str] = field(default=lambda e: e["answer"])  # entry -> the reference answer
 
 
 FAMILIES: dict[str, TaskFamily] = {
@@ -60,6 +61,24 @@ FAMILIES: dict[str, TaskFamily] = {
         lambda md: " ".join(md["words"]),
         lambda d: dict(min_words=2, max_words=1 + d),
     ),
+    # difficulty: how many single-digit numbers must all be used, with + and - only ("3,5,1,7:14=" -> "7+5+3-1");
+    # every ordering of every valid sign pattern is correct, so the correct mass is spread (brorl_lib.rlvr.correct_set)
+    "countdown": TaskFamily(
+        "countdown",
+        "",
+        lambda md: ",".join(str(n) for n in md["numbers"]) + ":" + str(md["target"]),
+        lambda d: dict(
+            min_numbers=d,
+            max_numbers=d,
+            min_value=1,
+            max_value=9,
+            min_target=1,
+            max_target=9 * d,
+            operators=("+", "-"),
+        ),
+        levels=(3, 4, 5),
+        answer=lambda e: e["answer"].replace(" ", ""),
+    ),
 }
 
 
@@ -83,8 +102,19 @@ def score(instance: LaptopInstance, response: str) -> float:
 
 
 def reward(instance: LaptopInstance, response: str) -> float:
-    """The laptop RL reward, binary: 1.0 when the verifier gives full credit (``brorl_lib.tasks.credit``), else 0.0."""
-    return float(passed(score(instance, response)))
+    """The laptop RL reward, binary: 1.0 when the verifier gives full credit (``brorl_lib.tasks.credit``), else 0.0.
+    Remembered per (task, prompt, response): the verifiers are deterministic, and countdown's parses with sympy."""
+    key = (instance.task, instance.prompt, response)
+    value = _REWARDS.get(key)
+    if value is None:
+        if len(_REWARDS) >= REWARD_MEMORY:
+            _REWARDS.clear()
+        value = _REWARDS[key] = float(passed(score(instance, response)))
+    return value
+
+
+REWARD_MEMORY = 2**21  # rewards remembered at most (our bound: a few hundred MB)
+_REWARDS: dict[tuple[str, str, str], float] = {}
 
 
 def _request(task: str, difficulty: int, size: int, seed: int) -> EntryRequest:
@@ -94,7 +124,7 @@ def _request(task: str, difficulty: int, size: int, seed: int) -> EntryRequest:
 
 def _instances(task: str, entries: list[dict]) -> list[LaptopInstance]:
     fam = FAMILIES[task]
-    return [LaptopInstance(task, f"{fam.tag}{fam.prompt(e['metadata'])}=", e["answer"], e) for e in entries]
+    return [LaptopInstance(task, f"{fam.tag}{fam.prompt(e['metadata'])}=", fam.answer(e), e) for e in entries]
 
 
 def make_split(

@@ -1,0 +1,295 @@
+"""The laptop experiment where the paper's argument can apply: one task family whose correct mass is spread over
+many correct answers (countdown with + and -), every prompt's correct mass q computed exactly
+(``exact_q``), a per-task plateau, and gates that the regime must pass at that plateau.
+
+Steps, each resumable and written atomically under ``runs_dir``:
+
+1. **screen**: every candidate (``countdown:<numbers>@<hidden>x<layers>``) gets a warm start on uniformly random
+   correct answers and a phase 1 (ProRL, N=16) of at most ``screen_max_steps``; its regime is measured there
+   (``screen.csv``) and the candidate that passes the gates, or else comes closest, is chosen;
+2. **plateau**: the chosen candidate's phase 1 runs on to the smoothed plateau test (or ``phase1_max_steps``),
+   keeping a snapshot every ``snapshot_every`` steps (the update-quality checkpoints); its regime is measured
+   at the plateau (``plateau.json``, ``q_train.npy``) and the gates are judged there.
+
+Held-out pass@1 is exact throughout: q at the evaluation temperature and top-p (the paper's protocol's
+expectation, without sampling noise). Gates (the design's, our thresholds): held-out pass@1 in PASS1_GATE, at
+least LOW_Q_GATE of training prompts with q (training temperature) in LOW_Q_BAND, and ProRL's kept fraction
+(kept / generated samples over the last plateau window) at least KEPT_GATE.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from brorl_lib.core import atomic
+from brorl_lib.core.validation import check_choice, check_int, check_positive, check_range
+from brorl_lib.rlvr import exact_q, plateau, tasks
+from brorl_lib.rlvr import model as tiny
+from brorl_lib.rlvr.candidates import Candidate
+from brorl_lib.rlvr.run import CHECKPOINT, ArmSettings, EvalProtocol
+from brorl_lib.rlvr.step import StepSettings
+
+SPLIT_SEED = 0
+SCREEN, PLATEAU_RECORD, Q_TRAIN, INSTANCES = "screen.csv", "plateau.json", "q_train.npy", "instances.csv"
+PHASE1 = "phase1"
+BASE_N = 16  # phase 1 is ProRL's N (paper Table 1)
+PASS1_GATE = (0.2, 0.85)  # held-out pass@1 at the plateau: room to improve, and learned at all (our thresholds)
+LOW_Q_BAND = (0.01, 1 / 16)  # q a group of 16 rarely samples right (< 64%) and a group of 512 almost always does
+LOW_Q_GATE = 0.15  # at least this share of training prompts in LOW_Q_BAND
+KEPT_GATE = 0.25  # ProRL keeps at least this share of what it generates (dynamic sampling)
+NO_SAMPLE_CAP = 10**15  # phase 1 is bounded by steps
+
+
+@dataclass(frozen=True)
+class StudySettings:
+    candidates: tuple[Candidate, ...]  # the screen's configurations (countdown only); the first wins ties
+    n_train: int
+    n_test: int
+    n_val: int
+    warm_start_steps: int
+    warm_start_lr: float
+    phase1_prompts: int
+    screen_max_steps: int
+    phase1_max_steps: int
+    eval_every: int
+    snapshot_every: int  # steps between kept phase-1 checkpoints (0: none)
+    plateau_rule: plateau.PlateauRule
+    base_lr: float
+    mini_batches: int
+    temperature: float
+    max_new_tokens: int
+    max_rounds: int
+    protocol: EvalProtocol  # temperature and top-p of the exact held-out pass@1 (samples unused)
+    device: str = "cpu"
+
+    def check(self) -> None:
+        if not self.candidates:
+            raise ValueError("candidates is empty: give at least one countdown configuration")
+        for c in self.candidates:
+            if c.tasks != ("countdown",):
+                raise ValueError(f"candidates item {c.spec!r} is not allowed: the study screens countdown only")
+            if self.max_new_tokens < 2 * c.difficulties[0]:
+                raise ValueError(
+                    f"max_new_tokens={self.max_new_tokens} is not allowed for {c.spec!r}: an answer with "
+                    f"{c.difficulties[0]} numbers takes {2 * c.difficulties[0] - 1} tokens and <eos>"
+                )
+        for name in ("n_train", "n_test", "n_val", "warm_start_steps", "phase1_prompts", "eval_every", "mini_batches"):
+            check_int(name, getattr(self, name), low=1)
+        for name in ("screen_max_steps", "phase1_max_steps"):
+            check_int(name, getattr(self, name), low=self.eval_every)
+            if getattr(self, name) % self.eval_every:
+                raise ValueError(f"{name}={getattr(self, name)} must be a multiple of eval_every={self.eval_every}")
+        check_int("snapshot_every", self.snapshot_every, low=0)
+        for name in ("warm_start_lr", "base_lr", "temperature"):
+            check_positive(name, getattr(self, name))
+        check_range("plateau_alpha", self.plateau_rule.alpha, low=0.0, high=1.0)
+        check_choice("device", self.device.split(":")[0], ("cpu", "cuda"))
+        if self.device.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"device={self.device!r} is not allowed here: no CUDA device is visible; use device='cpu'")
+
+    def step(self, n: int) -> StepSettings:
+        return StepSettings(
+            n_rollouts=n,
+            temperature=self.temperature,
+            max_new_tokens=self.max_new_tokens,
+            mini_batches=self.mini_batches,
+            max_rounds=self.max_rounds,
+            refill="shortfall",
+        )
+
+    def phase1_arm(self, seed: int = 0) -> ArmSettings:
+        return ArmSettings(
+            "phase 1",
+            self.step(BASE_N),
+            self.phase1_prompts,
+            self.base_lr,
+            sample_budget=NO_SAMPLE_CAP,
+            eval_every=self.eval_every,
+            checkpoint_every=self.eval_every,
+            seed=seed,
+        )
+
+
+@functools.cache
+def _split(task: str, level: int, n_train: int, n_held: int):
+    train, held = tasks.make_split(task, level, n_train, n_held, SPLIT_SEED)
+    return tuple(train), tuple(held)
+
+
+def split(settings: StudySettings, candidate: Candidate):
+    """Training, held-out test and validation instances (seed 0), disjoint."""
+    train, held = _split(
+        candidate.tasks[0], candidate.difficulties[0], settings.n_train, settings.n_test + settings.n_val
+    )
+    return list(train), list(held[: settings.n_test]), list(held[settings.n_test :])
+
+
+def exact_pass1(settings: StudySettings):
+    """Held-out pass@1 per instance, exact: q at the evaluation temperature and top-p (a ``run.Scorer``)."""
+    p = settings.protocol
+
+    @torch.no_grad()
+    def score(model, tokenizer, instances, seed):  # seed unused: nothing is sampled
+        q = exact_q.correct_mass(model.eval(), tokenizer, instances, p.temperature, settings.max_new_tokens, p.top_p)
+        return q.cpu().numpy()
+
+    return score
+
+
+def train_q(settings: StudySettings, model, tokenizer, train) -> np.ndarray:
+    """Exact q of every training prompt at the training temperature."""
+    return exact_q.correct_mass(model.eval(), tokenizer, train, settings.temperature, settings.max_new_tokens)
+
+
+def folder(root: Path, candidate: Candidate) -> Path:
+    return Path(root) / "configs" / candidate.key
+
+
+def _phase1(settings: StudySettings, candidate: Candidate, root: Path, max_steps: int, progress: bool) -> dict:
+    train, test, _ = split(settings, candidate)
+    base = folder(root, candidate)
+    if not (base / INSTANCES).exists():
+        rows = [(i.prompt, i.answer) for i in test]
+        atomic.write_text(
+            base / INSTANCES, pd.DataFrame(rows, columns=["prompt", "answer"]).to_csv(index=False, lineterminator="\n")
+        )
+    started = (base / PHASE1 / CHECKPOINT / "state.json").exists() or (base / PHASE1 / plateau.PLATEAU).exists()
+    start = base / "warm_start"
+    if not started:
+        plateau.warm_start_model(
+            candidate.model,
+            train,
+            settings.warm_start_steps,
+            settings.warm_start_lr,
+            0,
+            start,
+            settings.device,
+            progress,
+        )
+    arm = settings.phase1_arm()
+    _claim(base / PHASE1 / "arm.json", json.loads(json.dumps(asdict(arm))))
+    return plateau.phase1(
+        start,
+        train,
+        test,
+        arm,
+        base / PHASE1,
+        settings.protocol,
+        settings.plateau_rule,
+        max_steps,
+        settings.device,
+        progress,
+        scorer=exact_pass1(settings),
+        keep_every=settings.snapshot_every,
+    )
+
+
+def _claim(path: Path, record: dict) -> None:
+    if path.exists():
+        old = json.loads(path.read_text())
+        if old != record:
+            changed = sorted(k for k in set(old) | set(record) if old.get(k) != record.get(k))
+            raise ValueError(f"{path.parent} holds a run with other settings (differs in {changed}); delete it")
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(path, json.dumps(record, indent=2))
+
+
+def regime(settings: StudySettings, candidate: Candidate, root: Path) -> dict:
+    """At the phase-1 checkpoint: exact held-out pass@1, the training prompts' exact q (saved as q_train.npy at
+    the checkpoint's step), the low-q share, ProRL's kept fraction over the last plateau window, and the gates."""
+    base = folder(root, candidate) / PHASE1
+    step = json.loads((base / CHECKPOINT / "state.json").read_text())["step"]
+    path = base / f"regime_step{step}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    train, _, _ = split(settings, candidate)
+    model, tok = tiny.load(base / CHECKPOINT, settings.device)
+    with torch.no_grad():
+        q = train_q(settings, model, tok, train).cpu().numpy()
+    atomic.write_with(base / f"q_train_step{step}.npy", lambda p: np.save(p, q))
+    held = np.load(plateau.pass1_files(base)[-1][1])
+    metrics = pd.read_csv(base / "metrics.csv")
+    since = step - settings.plateau_rule.window * settings.eval_every  # the last plateau window's steps
+    window = metrics[(metrics["step"] > since) & (metrics["step"] <= step)]
+    generated = window["samples"].iloc[-1] - metrics.loc[metrics["step"] == max(since, 0), "samples"].iloc[0]
+    lo, hi = LOW_Q_BAND
+    record = {
+        "step": step,
+        "pass1": float(held.mean()),
+        "pass1_se": float(held.std(ddof=1) / np.sqrt(held.size)),
+        "mean_q": float(q.mean()),
+        "low_q_share_exact": float(((q >= lo) & (q < hi)).mean()),
+        "q_below_low_share": float((q < lo).mean()),
+        "q_solved_share": float((q >= 0.95).mean()),
+        "kept_fraction": float(window["kept_samples"].sum() / max(1, generated)),  # "samples" is cumulative
+    }
+    record |= gates(record)
+    atomic.write_text(path, json.dumps(record, indent=2))
+    return record
+
+
+def gates(r: dict) -> dict:
+    lo, hi = PASS1_GATE
+    out = {
+        "gate_pass1": bool(lo <= r["pass1"] <= hi),
+        "gate_low_q": bool(r["low_q_share_exact"] >= LOW_Q_GATE),
+        "gate_kept": bool(r["kept_fraction"] >= KEPT_GATE),
+    }
+    out["gates_passed"] = all(out.values())
+    out["shortfall"] = float(
+        max(lo - r["pass1"], 0)
+        + max(r["pass1"] - hi, 0)
+        + max(LOW_Q_GATE - r["low_q_share_exact"], 0)
+        + max(KEPT_GATE - r["kept_fraction"], 0)
+    )
+    return out
+
+
+def screen(settings: StudySettings, root: Path, progress: bool = True) -> pd.DataFrame:
+    """Every candidate to its screen cap (or plateau), measured; the chosen one marked (passes, else closest)."""
+    settings.check()
+    _claim(Path(root) / "settings.json", json.loads(json.dumps(asdict(settings))))
+    path = Path(root) / SCREEN
+    if path.exists():
+        return pd.read_csv(path)
+    rows = []
+    for c in settings.candidates:
+        ended = _phase1(settings, c, root, settings.screen_max_steps, progress)
+        rows.append(
+            {"candidate": c.key, "numbers": c.difficulties[0], "model_params": tiny.parameter_count(c.model)}
+            | {"screen_steps": int(ended["step"]), "plateau_reached": bool(ended["plateau"])}
+            | regime(settings, c, root)
+        )
+    table = pd.DataFrame(rows)
+    order = table.sort_values(["gates_passed", "shortfall"], ascending=[False, True], kind="stable").index
+    table["chosen"] = table.index == order[0]
+    atomic.write_text(path, table.to_csv(index=False, lineterminator="\n"))
+    return table
+
+
+def chosen(settings: StudySettings, root: Path) -> Candidate:
+    table = pd.read_csv(Path(root) / SCREEN)
+    key = table.loc[table["chosen"], "candidate"].iloc[0]
+    return next(c for c in settings.candidates if c.key == key)
+
+
+def plateau_stage(settings: StudySettings, root: Path, progress: bool = True) -> dict:
+    """The chosen candidate's phase 1 to its plateau, then its regime and gates there (plateau.json)."""
+    settings.check()
+    _claim(Path(root) / "settings.json", json.loads(json.dumps(asdict(settings))))
+    c = chosen(settings, root)
+    path = folder(root, c) / PLATEAU_RECORD
+    if path.exists():
+        return json.loads(path.read_text())
+    ended = _phase1(settings, c, root, settings.phase1_max_steps, progress)
+    record = {"candidate": c.key, "plateau_reached": bool(ended["plateau"]), **ended, **regime(settings, c, root)}
+    atomic.write_text(path, json.dumps(record, indent=2))
+    return record

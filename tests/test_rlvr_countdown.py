@@ -1,0 +1,225 @@
+"""The countdown study's pieces: the canonical correct set (every member accepted by Reasoning Gym's verifier,
+none missed), exact q against the sampler's own probabilities, the warm start on random correct answers, the
+refill that draws only the shortfall, the deduplicated update, and the update-quality measurement."""
+
+from itertools import product
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from brorl_lib.rlvr import candidates, exact_q, tasks, warm_start
+from brorl_lib.rlvr import model as tiny
+from brorl_lib.rlvr import update_quality as uq
+from brorl_lib.rlvr.correct_set import canonical_answers, countdown_solutions
+from brorl_lib.rlvr.run import TRAINER_STATE
+from brorl_lib.rlvr.sampling import generate, nucleus
+from brorl_lib.rlvr.step import StepSettings, backward, generation_round, rl_step, rows_of
+from brorl_lib.rlvr.tokenizer import build_tokenizer
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return build_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def split():
+    return tasks.make_split("countdown", 3, 300, 20, seed=0)
+
+
+@pytest.fixture(scope="module")
+def warm(tok, split):
+    """A model warm-started briefly on countdown with 3 numbers: its q is far from 0 and 1."""
+    model = tiny.build_model(candidates.shape(64, 2), tok, seed=0)
+    warm_start.train_sft(model, tok, split[0], steps=120, batch_size=32, lr=3e-3, seed=0)
+    return model.eval()
+
+
+def test_the_canonical_set_is_exactly_the_verifiers_accepted_sign_strings(split):
+    """Every "a±b±c" over every ordering: the verifier accepts exactly the enumerated ones."""
+    for inst in split[0][:15]:
+        numbers = inst.entry["metadata"]["numbers"]
+        found = set(canonical_answers(inst))
+        assert found, inst.prompt
+        from itertools import permutations
+
+        for order in set(permutations(numbers)):
+            for signs in product("+-", repeat=len(order) - 1):
+                text = str(order[0]) + "".join(s + str(v) for s, v in zip(signs, order[1:]))
+                assert (tasks.reward(inst, text) == 1.0) == (text in found), (inst.prompt, text)
+    assert countdown_solutions((1, 1, 2), 4) == ("1+1+2", "1+2+1", "2+1+1")  # a repeated number: distinct strings
+    assert countdown_solutions((1, 2), 9) == ()
+
+
+def test_countdown_prompts_are_compact_and_one_answer_tasks_keep_their_answer():
+    train, _ = tasks.make_split("countdown", 4, 5, 2, seed=0)
+    assert train[0].prompt == "9,6,4,8:19=" and train[0].answer == "8+6-4+9"
+    arith, _ = tasks.make_split("arithmetic", 1, 3, 1, seed=0)
+    assert canonical_answers(arith[0]) == (arith[0].answer,)
+
+
+def test_exact_q_is_the_samplers_probability_of_a_correct_answer(tok, split, warm):
+    """Each canonical answer's teacher-forced probability equals exp(sum of the sampler's own log-probs) for a
+    sampled copy of it; and q lies strictly inside (0, 1) and matches a large sample's frequency."""
+    inst = split[0][:4]
+    q = exact_q.correct_mass(warm, tok, inst, 1.0, 6)
+    r = generate(warm, tok, [i.prompt for i in inst], 4000, 6, 1.0, torch.Generator().manual_seed(0))
+    hits = np.array([t in canonical_answers(inst[g]) for g, t in zip(r.group.tolist(), r.texts)]).reshape(4, -1)
+    assert ((q > 0.001) & (q < 0.99)).all()
+    se = np.sqrt(q.numpy() * (1 - q.numpy()) / 4000)
+    assert np.all(np.abs(hits.mean(1) - q.numpy()) < 4 * se + 1e-3)
+    row = int(np.flatnonzero(hits[0])[0])
+    answer = r.texts[row]
+    single = exact_q._sequence_log_probs(
+        warm, tok, [inst[0].prompt], [tok(answer, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]], 1.0, 1.0
+    )
+    torch.testing.assert_close(single, r.log_probs[row].sum()[None], atol=1e-5, rtol=0)
+
+
+def test_exact_q_under_top_p_renormalises_each_step_as_the_sampler_does(tok, split, warm):
+    inst = split[0][:1]
+    answer = canonical_answers(inst[0])[0]
+    ids = tok(answer, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    got = exact_q._sequence_log_probs(warm, tok, [inst[0].prompt], [ids], 0.6, 0.95)
+    by_hand, prefix = 0.0, inst[0].prompt
+    torch.set_grad_enabled(False)
+    for t in ids:
+        enc = tok(prefix, add_special_tokens=False, return_tensors="pt")
+        logp = torch.log_softmax(warm(**enc).logits[0, -1].float() / 0.6, -1)
+        kept = nucleus(logp[None], 0.95)[0]
+        by_hand += float(torch.log(kept[t] / kept.sum()))
+        prefix += tok.decode([t])
+    torch.set_grad_enabled(True)
+    assert float(got) == pytest.approx(by_hand, abs=1e-4)
+
+
+def test_an_answer_longer_than_the_response_limit_has_no_mass(tok, split, warm):
+    inst = split[0][:3]
+    assert float(exact_q.correct_mass(warm, tok, inst, 1.0, 4).sum()) == 0.0  # 5 tokens needed
+    full = exact_q.correct_mass(warm, tok, inst, 1.0, 6)
+    cut = exact_q.correct_mass(warm, tok, inst, 1.0, 5)  # the answer fills the limit: no <eos> factor
+    assert (cut >= full).all() and (cut > full).any()
+
+
+def test_the_warm_start_draws_every_correct_answer_of_a_prompt(tok, split):
+    inst = next(i for i in split[0] if len(canonical_answers(i)) >= 4)
+    gen = torch.Generator().manual_seed(0)
+    drawn = {warm_start._one_answer(inst, gen) for _ in range(200)}
+    assert drawn == set(canonical_answers(inst))
+    arith, _ = tasks.make_split("arithmetic", 1, 3, 1, seed=0)
+    state = gen.get_state()
+    assert warm_start._one_answer(arith[0], gen) == arith[0].answer
+    assert torch.equal(gen.get_state(), state)  # one-answer tasks draw nothing: their old streams are kept
+
+
+def test_a_shortfall_refill_draws_only_what_the_kept_batch_lacks():
+    s = StepSettings(16, refill="shortfall")
+    assert s.round_prompts(64, kept=0, drawn=0) == 64
+    assert s.round_prompts(64, kept=16, drawn=64) == 64  # 48 lacking at a keep rate of 1/4: 192, capped at P
+    assert s.round_prompts(64, kept=48, drawn=64) == 22  # 16 lacking at 3/4: ceil(21.3)
+    assert s.round_prompts(64, kept=0, drawn=64) == 64
+    assert StepSettings(16).round_prompts(64, kept=48, drawn=64) == 64  # "full": every round draws P
+    with pytest.raises(ValueError, match="refill"):
+        StepSettings(16, refill="some")
+
+
+def test_a_shortfall_step_keeps_its_surplus_to_a_few_groups(tok, split, warm):
+    draw_gen = torch.Generator().manual_seed(1)
+
+    def draw(k):
+        return [split[0][i] for i in torch.randint(len(split[0]), (k,), generator=draw_gen).tolist()]
+
+    model = tiny.build_model(candidates.shape(64, 2), tok, seed=0)
+    model.load_state_dict(warm.state_dict())
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    s = StepSettings(16, max_new_tokens=6, max_rounds=20, refill="shortfall", dedupe=True)
+    m = rl_step(model, tok, opt, draw, 32, s, torch.Generator().manual_seed(0))
+    assert m["kept_samples"] == 32 * 16 and not m["capped"]
+    assert 0 <= m["surplus_groups"] <= 8
+
+
+def test_the_deduplicated_update_is_the_same_gradient(tok, split, warm):
+    s = StepSettings(64, max_new_tokens=6)
+    rollouts, rewards, keep = generation_round(warm, tok, split[0][:6], s, torch.Generator().manual_seed(0))
+    from brorl_lib.rlvr import algorithm as alg
+    from brorl_lib.rlvr.sampling import concat
+
+    kept = concat([rows_of(rollouts, torch.nonzero(keep).squeeze(1))], tok.pad_token_id)
+    adv = alg.advantages(s.advantage_estimator, rewards[keep], kept.response_mask, kept.group)
+    chunk = torch.arange(len(kept.texts))
+    grads = []
+    for dedupe in (False, True):
+        warm.zero_grad()
+        backward(warm, kept, adv, kept.log_probs, None, chunk, StepSettings(64, max_new_tokens=6, dedupe=dedupe))
+        grads.append(torch.cat([p.grad.flatten() for p in warm.parameters()]))
+    warm.zero_grad()
+    torch.testing.assert_close(grads[0], grads[1], atol=1e-7, rtol=1e-4)
+
+
+def test_bands_cells_and_bad_input_are_checked():
+    assert uq.band_of(np.array([0.0, 0.005, 0.05, 0.5, 1.0]), [0, 0.01, 1 / 16, 0.5, 1.0]).tolist() == [0, 0, 1, 3, 3]
+    assert uq.band_labels([0, 0.5, 1]) == ["[0, 0.5)", "[0.5, 1]"]
+    for edges, message in (([0.5], "at least two"), ([0, 1.5], r"\[0, 1\]"), ([0, 0.5, 0.5], "increasing")):
+        with pytest.raises(ValueError, match=message):
+            uq.check_bands(edges)
+    with pytest.raises(ValueError, match="samples_per_update=100 .* multiple of N"):
+        uq.Cell(16, 100, 1e-4)
+    assert uq.Cell(16, 2048, 1e-4).prompts == 128
+
+
+def test_one_update_measures_cosine_and_the_exact_change_of_q(tok, split, warm, tmp_path):
+    """At a saved checkpoint: cosines lie in [-1, 1], each band's change of q is the exact difference after the
+    real step, and the same seed repeats bit for bit."""
+    opt = torch.optim.AdamW(warm.parameters(), lr=1e-4)
+    tiny.save(warm, tok, tmp_path)
+    torch.save({"optimizer": opt.state_dict()}, tmp_path / TRAINER_STATE)
+    step = StepSettings(16, max_new_tokens=6, dedupe=True)
+    measured = split[0][:40]
+    edges = [0, 0.25, 0.75, 1.0]
+    ref = uq.reference(tmp_path, measured, edges, step)
+    refs = {"countdown": (measured, ref)}
+    rows = uq.one_update(tmp_path, split[0], refs, uq.Cell(16, 256, 1e-3), step, seed=0)
+    again = uq.one_update(tmp_path, split[0], refs, uq.Cell(16, 256, 1e-3), step, seed=0)
+    assert rows == again
+    table = pd.DataFrame(rows)
+    assert table["cosine"].between(-1, 1).all()
+    assert (table.loc[table["q_band"] == uq.ALL, "prompts_in_band"] == 40).all()
+    assert table.loc[table["q_band"] == uq.ALL, "cosine"].iloc[0] > 0  # the update climbs mean correct mass
+    summary = uq.summarise(table.assign(checkpoint="c", n_rollouts=16, samples_per_update=256))
+    assert set(summary["q_band"]) <= {"[0, 0.25)", "[0.25, 0.75)", "[0.75, 1]", "all"}
+
+
+def test_the_grid_saves_each_unit_and_resumes_without_recomputing(tok, split, warm, tmp_path, monkeypatch):
+    opt = torch.optim.AdamW(warm.parameters(), lr=1e-4)
+    tiny.save(warm, tok, tmp_path / "ckpt")
+    torch.save({"optimizer": opt.state_dict()}, tmp_path / "ckpt" / TRAINER_STATE)
+    args = dict(
+        checkpoints={"early": (tmp_path / "ckpt", split[0], {"countdown": split[0][:20]})},
+        edges=[0, 0.5, 1.0],
+        rollouts=[4, 16],
+        samples=[64],
+        lr_of=lambda s: 1e-4,
+        reps=2,
+        step_of=lambda n: StepSettings(n, max_new_tokens=6, dedupe=True),
+        folder=tmp_path / "uq",
+        progress=False,
+    )
+    first = uq.run_grid(**args)
+    assert len(first.groupby(["n_rollouts", "rep"])) == 4
+    calls = []
+    monkeypatch.setattr(uq, "one_update", lambda *a, **k: calls.append(a))
+    again = uq.run_grid(**args)
+    assert not calls
+    pd.testing.assert_frame_equal(first, again)
+    with pytest.raises(ValueError, match="multiple of N"):
+        uq.run_grid(**(args | {"samples": [100]}))
