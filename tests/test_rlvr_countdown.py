@@ -204,11 +204,10 @@ def test_the_grid_saves_each_unit_and_resumes_without_recomputing(tok, split, wa
     tiny.save(warm, tok, tmp_path / "ckpt")
     torch.save({"optimizer": opt.state_dict()}, tmp_path / "ckpt" / TRAINER_STATE)
     args = dict(
-        checkpoints={"early": (tmp_path / "ckpt", split[0], {"countdown": split[0][:20]})},
+        checkpoints={"early": (tmp_path / "ckpt", split[0], {"countdown": split[0][:20]}, lambda s: 1e-4)},
         edges=[0, 0.5, 1.0],
         rollouts=[4, 16],
         samples=[64],
-        lr_of=lambda s: 1e-4,
         reps=2,
         step_of=lambda n: StepSettings(n, max_new_tokens=6, dedupe=True),
         folder=tmp_path / "uq",
@@ -223,3 +222,87 @@ def test_the_grid_saves_each_unit_and_resumes_without_recomputing(tok, split, wa
     pd.testing.assert_frame_equal(first, again)
     with pytest.raises(ValueError, match="multiple of N"):
         uq.run_grid(**(args | {"samples": [100]}))
+
+
+# --- phase 2 design ---
+from brorl_lib.rlvr import study_phase2 as p2  # noqa: E402
+
+
+def phase2(**change):
+    base = dict(
+        prompts=64,
+        base_lr=1e-4,
+        budgets=(65536, 131072),
+        seeds=(0, 1, 2),
+        iso_samples=4096,
+        iso_rollouts=(8, 16, 32, 128, 512),
+        iso_lr_factors=(0.5, 1.0, 2.0),
+        iso_seeds=3,
+        controls=True,
+        kl_coef=0.001,
+    )
+    return p2.Phase2Settings(**(base | change))
+
+
+def test_the_verdict_and_control_arms_follow_the_paper_shapes():
+    p = phase2()
+    p.check()
+    shapes = {a.key: (a.n, a.prompts, a.lr) for a in p2.verdict_arms(p) + p2.control_arms(p)}
+    assert shapes["N16"] == (16, 64, 1e-4)
+    assert shapes["N512"][:2] == (512, 16) and shapes["N512"][2] == pytest.approx(1e-4 * 8**0.5)
+    assert shapes["N16_batch512"][:2] == (16, 512) and shapes["N16_batch512"][2] == pytest.approx(1e-4 * 8**0.5)
+    assert shapes["N512_prompts64"][2] == pytest.approx(1e-4 * 32**0.5)
+    assert next(a for a in p2.control_arms(p) if a.key == "N512_kl").kl_coef == 0.001
+    iso = p2.iso_arms(p)
+    assert len(iso) == 15 and all(a.one_round and a.n * a.prompts == 4096 for a in iso)
+    assert [a.lr for a in iso if a.lr_factor == 1.0] == pytest.approx([2e-4] * 5)  # sqrt(4096 / (16 x 64)) = 2
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(prompts=30), "prompts=30 .* multiple of 4"),
+        (dict(budgets=(131072, 65536)), "strictly increasing"),
+        (dict(budgets=(4096, 65536)), "at least 32768"),
+        (dict(seeds=(0,)), "at least 2"),
+        (dict(iso_samples=4000), "iso_samples=4000 .* multiple"),
+        (dict(iso_lr_factors=(0.5, 1.0)), "at least three"),
+        (dict(iso_seeds=4), "iso_seeds"),
+    ],
+)
+def test_bad_phase2_settings_are_refused_naming_the_parameter(change, message):
+    with pytest.raises(ValueError, match=message):
+        phase2(**change).check()
+
+
+# --- the study's report ---
+from brorl_lib.rlvr import study_report as sr  # noqa: E402
+
+
+def test_the_sign_flip_test_enumerates_every_sign_pattern():
+    assert sr.sign_flip_p([0.1, 0.2, 0.3]) == {"p_greater": 1 / 8, "p_two_sided": 2 / 8}
+    r = sr.sign_flip_p([0.1, -0.1, 0.2, -0.2])
+    assert r["p_two_sided"] == 1.0 and 0.5 < r["p_greater"] < 1.0
+    five = sr.sign_flip_p([0.01, 0.02, 0.03, 0.04, 0.05])
+    assert five["p_greater"] == 1 / 32 and five["p_two_sided"] == 2 / 32  # the floor with five seeds
+
+
+def _frame():
+    rows = []
+    for arm, n, gain in (("N16", 16, 0.0), ("N512", 512, 0.05)):
+        for seed in range(3):
+            for step, samples, p in ((0, 0, 0.5), (5, 70000, 0.5 + gain + 0.01 * seed), (9, 140000, 0.5 + 2 * gain)):
+                rows.append(dict(arm=arm, label=arm, role="paper", N=n, prompts=16, lr=1e-4, lr_factor=1.0, seed=seed,
+                                 step=step, samples=samples, pass1=p, val_pass1=p))  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_pass1_at_each_budget_is_the_first_evaluation_past_it_and_the_verdict_pairs_seeds():
+    table = sr.at_budgets(_frame(), (65536, 131072))
+    assert set(table["step"]) == {5, 9} and (table["start_pass1"] == 0.5).all()
+    v = sr.verdict(table, (65536, 131072), ["N512"])
+    first = v[(v["budget"] == 65536) & (v["comparison"] == "N512 - N16")].iloc[0]
+    assert first["mean"] == pytest.approx(0.05) and first["seeds"] == 3 and first["direction"] == "higher"
+    assert first["sign_flip_p_greater"] == 1 / 8
+    flat = v[(v["budget"] == 131072) & (v["comparison"] == "N16 - plateau")].iloc[0]
+    assert flat["mean"] == pytest.approx(0.0) and flat["direction"] == "no difference"

@@ -27,7 +27,7 @@ BASE_N = _PAPER_ARMS["ProRL"][0]  # the ProRL arm's rollouts per prompt
 # ProRL takes this many times the prompts per step of every other arm (Table 1: 512 vs 128, so 4)
 PROMPT_RATIO = _PAPER_ARMS["ProRL"][1] // _PAPER_ARMS["BroRL"][1]
 PAPER_BROAD_N = _PAPER_ARMS["BroRL"][0]
-ROLES = ("paper", "dose", "ablation", "control", "pilot")
+ROLES = ("paper", "dose", "ablation", "control", "pilot", "isocompute")
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,8 @@ class Arm:
     prompts: int  # prompts per step
     lr: float
     lr_factor: float = 1.0  # multiple of its rule's learning rate (the pilot's 0.5x, 2x)
+    one_round: bool = False  # one generation round of exactly n x prompts samples a step, no refill (IsoCompute)
+    kl_coef: float = 0.0  # weight of a KL term to the arm's starting policy (the KL-anchored control)
 
     @property
     def samples_per_step(self) -> int:

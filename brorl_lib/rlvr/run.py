@@ -3,6 +3,7 @@ metrics, and checkpoints it resumes from bit for bit after an interruption."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -28,6 +29,7 @@ TRAINER_STATE = "trainer.pt"  # optimizer and sampling-generator state beside a 
 METRICS = "metrics.csv"
 SNAPSHOTS = "snapshots"  # kept copies of a run's checkpoint at fixed steps (weights: not committed)
 DONE = "done.json"  # written once the sample budget is spent; a finished arm needs no checkpoint to be read back
+KEPT_COUNTS = "kept_counts.npy"  # how often each training prompt was kept, by index (``count_kept``)
 
 
 @dataclass(frozen=True)
@@ -151,12 +153,22 @@ def _held_out(
     return out
 
 
-def _save_checkpoint(folder: Path, model, tokenizer, optimizer, generator: torch.Generator, state: dict) -> None:
+def save_array(path: Path, array: np.ndarray) -> None:
+    """One array as a .npy file, written atomically."""
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    atomic.write_bytes(path, buffer.getvalue())
+
+
+def _save_checkpoint(folder: Path, model, tokenizer, optimizer, generator, state: dict, kept_counts=None) -> None:
     """Written as a whole and swapped in: an interruption never leaves a half checkpoint."""
 
     def fill(tmp: Path) -> None:
         tiny.save(model, tokenizer, tmp)
-        torch.save({"optimizer": optimizer.state_dict(), "generator": generator.get_state()}, tmp / TRAINER_STATE)
+        trainer = {"optimizer": optimizer.state_dict(), "generator": generator.get_state()}
+        if kept_counts is not None and kept_counts.any():
+            trainer["kept_counts"] = kept_counts
+        torch.save(trainer, tmp / TRAINER_STATE)
         atomic.write_text(tmp / "state.json", json.dumps(state, indent=2))  # last: marks the copy complete
 
     atomic.write_folder(folder, fill)
@@ -190,6 +202,7 @@ def run_arm(
     validation: list[LaptopInstance] | None = None,
     scorer: Scorer | None = None,
     keep_every: int = 0,
+    count_kept: bool = False,
 ) -> pd.DataFrame:
     """Train from the checkpoint at ``start`` (or resume from ``out_dir``); returns every step's metrics.
 
@@ -199,7 +212,8 @@ def run_arm(
     every ``eval_every`` steps, at each of ``eval_budgets`` and at the end; the per-instance values are saved as
     ``pass1_step<k>.npy``, and those of the ``validation`` instances (if any) as ``val_step<k>.npy``
     (``scorer``: how; default the protocol's sampled pass@1). ``keep_every`` > 0 also keeps a copy of the
-    checkpoint every that many steps, as ``snapshots/step<k>/``.
+    checkpoint every that many steps, as ``snapshots/step<k>/``. ``count_kept`` counts how often each training
+    prompt's group was kept (trained on), saved as ``kept_counts.npy`` (by index into ``train``) when done.
     """
     out_dir = Path(out_dir)
     if (out_dir / DONE).exists():
@@ -212,11 +226,15 @@ def run_arm(
     optimizer = torch.optim.AdamW(policy.parameters(), lr=settings.lr)
     generator = torch.Generator().manual_seed(settings.seed)
     rows: list[dict] = []
+    kept_counts = np.zeros(len(train), dtype=np.int64)
+    index_of = {inst.prompt: k for k, inst in enumerate(train)} if count_kept else {}
     state = {"step": 0, "samples": 0, "settings": asdict(settings) | {"step": asdict(settings.step)}}
     if resume:
         saved = torch.load(ckpt / TRAINER_STATE, weights_only=False)
         optimizer.load_state_dict(saved["optimizer"])
         generator.set_state(saved["generator"])
+        if count_kept:
+            kept_counts = saved.get("kept_counts", kept_counts)
         state = json.loads((ckpt / "state.json").read_text())
         rows = pd.read_csv(out_dir / METRICS).to_dict("records")[: state["step"] + 1]
     else:
@@ -254,6 +272,8 @@ def run_arm(
     while state["samples"] < settings.sample_budget and (stop_at is None or state["step"] < stop_at):
         m = rl_step(policy, tokenizer, optimizer, draw, settings.prompts_per_step, settings.step, generator, reference)
         before = state["samples"]
+        for prompt in m["kept_prompts"] if count_kept else ():
+            kept_counts[index_of[prompt]] += 1
         state["step"] += 1
         state["samples"] += m["samples"]
         row = {
@@ -284,12 +304,14 @@ def run_arm(
         bar.update(m["samples"])
         if state["step"] % settings.checkpoint_every == 0 or done or not np.isnan(row["pass1"]):
             atomic.write_text(out_dir / METRICS, pd.DataFrame(rows).to_csv(index=False, lineterminator="\n"))
-            _save_checkpoint(ckpt, policy, tokenizer, optimizer, generator, state)
+            _save_checkpoint(ckpt, policy, tokenizer, optimizer, generator, state, kept_counts)
         if keep_every and state["step"] % keep_every == 0:
             snapshot = out_dir / SNAPSHOTS / f"step{state['step']}"
             if not snapshot.exists():
-                _save_checkpoint(snapshot, policy, tokenizer, optimizer, generator, state)
+                _save_checkpoint(snapshot, policy, tokenizer, optimizer, generator, state, kept_counts)
     bar.close()
     if state["samples"] >= settings.sample_budget:
+        if count_kept:
+            save_array(out_dir / KEPT_COUNTS, kept_counts)
         atomic.write_text(out_dir / DONE, json.dumps({"step": state["step"], "samples": state["samples"]}))
     return pd.DataFrame(rows)

@@ -164,15 +164,17 @@ def rl_step(
     Returns the step's metrics: generated ``samples`` (every round, before the filter), ``kept_samples`` (the
     trained batch), ``rounds``, ``capped`` (the cap stopped the refill with the batch not full), the reward mean
     and pass rate (share of generated samples in mixed groups) over every round, the mean gradient norm before
-    clipping, time and response tokens generated."""
+    clipping, time, response tokens generated and the prompts of the kept groups (``kept_prompts``)."""
     check_int("prompts", prompts, low=1)
     t0 = time.perf_counter()
     policy.eval()
     parts, part_rewards, rounds, generated, tokens, reward_sum, mixed = [], [], 0, 0, 0, 0.0, 0
     kept_groups = drawn = mixed_groups = 0
+    kept_prompts: list[str] = []
     while kept_groups < prompts and rounds < settings.max_rounds:
         asked = settings.round_prompts(prompts, mixed_groups, drawn)
-        rollouts, rewards, keep = generation_round(policy, tokenizer, draw(asked), settings, generator)
+        drawn_prompts = draw(asked)
+        rollouts, rewards, keep = generation_round(policy, tokenizer, drawn_prompts, settings, generator)
         rounds += 1
         drawn += asked
         mixed_groups += len(torch.unique(rollouts.group[keep]))
@@ -186,6 +188,7 @@ def rl_step(
             parts.append(rows_of(rollouts, rows))
             part_rewards.append(rewards[rows])
             kept_groups += len(groups)
+            kept_prompts += [drawn_prompts[g].prompt for g in groups.tolist()]
     t_gen = time.perf_counter() - t0
     metrics = {
         "reward_mean": reward_sum / generated,
@@ -199,6 +202,7 @@ def rl_step(
         "generation_s": t_gen,
         "updates": 0,
         "grad_norm": float("nan"),
+        "kept_prompts": kept_prompts,  # the prompt of each kept group (not a CSV column)
     }
     if not parts:
         metrics["step_s"] = time.perf_counter() - t0

@@ -30,16 +30,16 @@ import torch
 
 from brorl_lib.core import atomic
 from brorl_lib.core.validation import check_choice, check_int, check_positive, check_range
-from brorl_lib.rlvr import exact_q, plateau, tasks
+from brorl_lib.rlvr import arms, exact_q, plateau, tasks
 from brorl_lib.rlvr import model as tiny
 from brorl_lib.rlvr.candidates import Candidate
-from brorl_lib.rlvr.run import CHECKPOINT, ArmSettings, EvalProtocol
+from brorl_lib.rlvr.run import CHECKPOINT, ArmSettings, EvalProtocol, save_array
 from brorl_lib.rlvr.step import StepSettings
 
 SPLIT_SEED = 0
 SCREEN, PLATEAU_RECORD, Q_TRAIN, INSTANCES = "screen.csv", "plateau.json", "q_train.npy", "instances.csv"
 PHASE1 = "phase1"
-BASE_N = 16  # phase 1 is ProRL's N (paper Table 1)
+BASE_N = arms.BASE_N  # phase 1 is ProRL's N (paper Table 1)
 PASS1_GATE = (0.2, 0.85)  # held-out pass@1 at the plateau: room to improve, and learned at all (our thresholds)
 LOW_Q_BAND = (0.01, 1 / 16)  # q a group of 16 rarely samples right (< 64%) and a group of 512 almost always does
 LOW_Q_GATE = 0.15  # at least this share of training prompts in LOW_Q_BAND
@@ -214,7 +214,7 @@ def regime(settings: StudySettings, candidate: Candidate, root: Path) -> dict:
     model, tok = tiny.load(base / CHECKPOINT, settings.device)
     with torch.no_grad():
         q = train_q(settings, model, tok, train).cpu().numpy()
-    atomic.write_with(base / f"q_train_step{step}.npy", lambda p: np.save(p, q))
+    save_array(base / f"q_train_step{step}.npy", q)
     held = np.load(plateau.pass1_files(base)[-1][1])
     metrics = pd.read_csv(base / "metrics.csv")
     since = step - settings.plateau_rule.window * settings.eval_every  # the last plateau window's steps
@@ -293,3 +293,73 @@ def plateau_stage(settings: StudySettings, root: Path, progress: bool = True) ->
     record = {"candidate": c.key, "plateau_reached": bool(ended["plateau"]), **ended, **regime(settings, c, root)}
     atomic.write_text(path, json.dumps(record, indent=2))
     return record
+
+
+@dataclass(frozen=True)
+class UpdateQualitySettings:
+    rollouts: tuple[int, ...]  # N of each update
+    samples: tuple[int, ...]  # S: generated samples per update, each a multiple of every N
+    reps: int
+    q_bands: tuple[float, ...]  # edges of the exact-q bands
+    measured_prompts: int  # training prompts whose q the updates are judged by (seeded choice)
+    stages: tuple[str, ...] = ("early", "mid", "plateau")
+
+    def check(self) -> None:
+        from brorl_lib.rlvr import update_quality as uq
+
+        uq.check_bands(list(self.q_bands))
+        check_int("update_reps", self.reps, low=2)
+        check_int("measured_prompts", self.measured_prompts, low=2)
+        for s in self.samples:
+            for n in self.rollouts:
+                uq.Cell(n, s, 1.0)  # S not a multiple of N: refused naming both
+
+
+def quality_checkpoints(settings: StudySettings, root: Path) -> dict[str, Path]:
+    """The chosen phase 1's checkpoints the update quality is measured at: its first snapshot (early), the
+    snapshot nearest half the plateau's step (mid) and the plateau itself."""
+    base = folder(root, chosen(settings, root)) / PHASE1
+    step = json.loads((base / CHECKPOINT / "state.json").read_text())["step"]
+    snaps = sorted(int(p.name.removeprefix("step")) for p in (base / "snapshots").glob("step*"))
+    snaps = [k for k in snaps if k < step]
+    if len(snaps) < 2:
+        raise ValueError(
+            f"phase 1 at {base} kept {len(snaps)} snapshots before its plateau: need an early and a mid one"
+        )
+    mid = min(snaps[1:], key=lambda k: abs(k - step / 2))
+    return {
+        f"early-step{snaps[0]}": base / "snapshots" / f"step{snaps[0]}",
+        f"mid-step{mid}": base / "snapshots" / f"step{mid}",
+        f"plateau-step{step}": base / CHECKPOINT,
+    }
+
+
+def update_quality_stage(
+    settings: StudySettings, quality: UpdateQualitySettings, root: Path, extra: dict | None = None, progress=True
+):
+    """The update-quality grid at the chosen phase 1's checkpoints (and ``extra``: name -> (checkpoint, training
+    prompts, measured prompts per task, learning rate of S samples)), saved under ``update_quality/``; the learning
+    rate of an update of S samples is phase 1's by the square-root rule; returns the raw rows."""
+    import math
+
+    from brorl_lib.rlvr import update_quality as uq
+
+    quality.check()
+    train, _, _ = split(settings, chosen(settings, root))
+    rng = np.random.default_rng(SPLIT_SEED)
+    measured = [train[i] for i in sorted(rng.choice(len(train), quality.measured_prompts, replace=False))]
+    points = {
+        name: (path, train, {"countdown": measured}) for name, path in quality_checkpoints(settings, root).items()
+    }
+    return uq.run_grid(
+        points | (extra or {}),
+        list(quality.q_bands),
+        list(quality.rollouts),
+        list(quality.samples),
+        lambda s: settings.base_lr * math.sqrt(s / (BASE_N * settings.phase1_prompts)),
+        quality.reps,
+        lambda n: StepSettings(**(asdict(settings.step(n)) | {"dedupe": True})),
+        Path(root) / "update_quality",
+        settings.device,
+        progress,
+    )

@@ -230,11 +230,10 @@ RAW_COLUMNS = ["checkpoint", "n_rollouts", "samples_per_update", "rep", "lr"]
 
 
 def run_grid(
-    checkpoints: dict[str, tuple[Path, list[LaptopInstance], dict[str, list[LaptopInstance]]]],
+    checkpoints: dict[str, tuple[Path, list[LaptopInstance], dict[str, list[LaptopInstance]], Callable[[int], float]]],
     edges: list[float],
     rollouts: list[int],
     samples: list[int],
-    lr_of: Callable[[int], float],
     reps: int,
     step_of: Callable[[int], StepSettings],
     folder: Path,
@@ -243,13 +242,16 @@ def run_grid(
 ) -> pd.DataFrame:
     """Every checkpoint x N x S x repetition, each saved as it finishes (``folder/<checkpoint>.csv``, rewritten
     atomically; a finished unit is never recomputed). ``checkpoints``: name -> (checkpoint folder, training
-    prompts the updates draw from, measured prompts per task); ``lr_of(S)``: the learning rate of an update of S
-    samples; repetition r draws with seed r. Returns every raw row."""
+    prompts the updates draw from, measured prompts per task, ``lr_of(S)``: the learning rate of an update of S
+    samples under that run's rule); repetition r draws with seed r. Returns every raw row."""
     check_bands(edges)
     check_int("reps", reps, low=1)
-    cells = [Cell(n, s, lr_of(s)) for s in samples for n in rollouts]  # S not a multiple of N: refused here
+    for s in samples:
+        for n in rollouts:
+            Cell(n, s, 1.0)  # S not a multiple of N: refused before any work
     frames = []
-    for name, (path, train, measured) in checkpoints.items():
+    for name, (path, train, measured, lr_of) in checkpoints.items():
+        cells = [Cell(n, s, lr_of(s)) for s in samples for n in rollouts]
         target = Path(folder) / f"{name}.csv"
         done = pd.read_csv(target) if target.exists() else pd.DataFrame(columns=RAW_COLUMNS)
         finished = set(map(tuple, done[RAW_COLUMNS[1:4]].drop_duplicates().itertuples(index=False)))

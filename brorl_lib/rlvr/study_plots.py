@@ -1,0 +1,142 @@
+"""Figures of the countdown study (notebook 04). Every panel draws rows of a ``study_report`` table; N has its
+colour from the one palette, q bands the palette's series."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from brorl_lib.core import palette
+from brorl_lib.core.plotting import new_figure, pt
+from brorl_lib.core.precision import rounded_inputs
+from brorl_lib.rlvr import study
+from brorl_lib.rlvr.update_quality import ALL
+
+MEASURES = {"cosine": "cos(update, ∇ mean q)", "delta_q": "Δ mean q after one step"}
+
+
+def _band_colour(labels: list[str], label: str) -> str:
+    return palette.INK if label == ALL else palette.series([b for b in labels if b != ALL].index(label))
+
+
+@rounded_inputs
+def screen(table: pd.DataFrame) -> plt.Figure:
+    """Each candidate at its screen checkpoint: exact held-out pass@1 against the exact low-q share; the gates
+    shaded, the chosen candidate ringed."""
+    fig, ax = new_figure("column")
+    lo, hi = study.PASS1_GATE
+    ax.axvspan(lo, hi, color=palette.GOOD, alpha=0.08, lw=0)
+    ax.axhline(study.LOW_Q_GATE, color=palette.RULE, lw=0.7, ls="--")
+    for i, row in enumerate(table.itertuples(index=False)):
+        colour = palette.series(i)
+        ax.scatter(row.pass1, row.low_q_share_exact, s=18, color=colour, label=row.candidate)
+        if row.chosen:
+            ax.scatter(row.pass1, row.low_q_share_exact, s=70, facecolor="none", edgecolor=palette.INK, lw=0.8)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("Held-out pass@1 (exact)")
+    ax.set_ylabel("Share of prompts with q in [0.01, 1/16)")
+    ax.legend(fontsize=pt(5), loc="upper right")
+    return fig
+
+
+@rounded_inputs
+def update_quality(summary: pd.DataFrame, measure: str) -> plt.Figure:
+    """``measure`` (cosine or delta_q) against N, one row of panels per checkpoint and task, one column per S,
+    one line per q band (all prompts in black), with one standard error across repetitions."""
+    rows = list(dict.fromkeys(zip(summary["checkpoint"], summary["task"])))
+    sizes = sorted(summary["samples_per_update"].unique())
+    labels = list(dict.fromkeys(summary["q_band"]))
+    fig, axes = new_figure("full", aspect=0.2 * len(rows), nrows=len(rows), ncols=len(sizes), squeeze=False)
+    for r, (ckpt, task) in enumerate(rows):
+        for c, s in enumerate(sizes):
+            ax = axes[r][c]
+            ax.axhline(0, color=palette.RULE, lw=0.6)
+            g = summary[(summary.checkpoint == ckpt) & (summary.task == task) & (summary.samples_per_update == s)]
+            for label, h in g.groupby("q_band", sort=False):
+                h = h.sort_values("n_rollouts")
+                ax.errorbar(
+                    h["n_rollouts"], h[measure], yerr=h[f"{measure}_se"], color=_band_colour(labels, label),
+                    marker="o", ms=2, lw=0.9, capsize=1.5, label=label,
+                )  # fmt: skip
+            ax.set_xscale("log", base=2)
+            if r == 0:
+                ax.set_title(f"S = {s:,} samples", loc="left")
+            if c == 0:
+                ax.set_ylabel(f"{ckpt}\n{task}", fontsize=pt(6))
+            if r == len(rows) - 1:
+                ax.set_xlabel("N (rollouts per prompt)")
+    handles, names = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, names, title=f"q band · {MEASURES[measure]}", fontsize=pt(6), loc="outside lower center",
+               ncols=len(names))  # fmt: skip
+    return fig
+
+
+@rounded_inputs
+def curves(table: pd.DataFrame) -> plt.Figure:
+    """Held-out pass@1 against generated samples for each verdict and control arm: mean over seeds with a 95%
+    band, from the plateau (0 samples)."""
+    fig, ax = new_figure("column")
+    for (arm, label, n), g in table.groupby(["arm", "label", "N"], sort=False):
+        m = g.groupby("samples_rounded")["pass1"].agg(["mean", "std", "size"]).reset_index()
+        colour = palette.n_colour(int(n)) if arm in ("N16", "N512") else palette.arm("batch-size control")
+        ls = "-" if arm in ("N16", "N512") else ":"
+        band = 1.96 * (m["std"].fillna(0) / np.sqrt(m["size"]))
+        ax.plot(m["samples_rounded"], m["mean"], color=colour, ls=ls, marker="o", ms=2, lw=1, label=label)
+        ax.fill_between(m["samples_rounded"], m["mean"] - band, m["mean"] + band, color=colour, alpha=0.12, lw=0)
+    ax.set_xlabel("Generated samples in phase 2")
+    ax.set_ylabel("Held-out pass@1 (exact)")
+    seeds = int(table.groupby("arm")["seed"].nunique().min())
+    ax.set_title(f"n={seeds} seeds", loc="left")
+    ax.legend(fontsize=pt(5.5), loc="best")
+    return fig
+
+
+@rounded_inputs
+def isocompute(table: pd.DataFrame) -> plt.Figure:
+    """Left: held-out pass@1 against the budget for each N at its best learning-rate multiple (mean ± one standard
+    error across seeds; hollow markers where the best is at the grid's edge). Right: the best N at each budget."""
+    fig, axes = new_figure("full", aspect=0.32, ncols=2)
+    best = table[table["best_lr"]]
+    for n, g in best.groupby("n_rollouts"):
+        g = g.sort_values("budget")
+        colour = palette.n_colour(int(n))
+        face = "white" if g["lr_at_edge"].any() else colour
+        axes[0].errorbar(
+            g["budget"], g["pass1_mean"], yerr=g["pass1_se"], color=colour, marker="o", ms=3, mfc=face, lw=1,
+            capsize=2, label=f"N={n} ({g['lr_factor'].iloc[0]:g}x lr)",
+        )  # fmt: skip
+    winners = best.loc[best.groupby("budget")["pass1_mean"].idxmax()].sort_values("budget")
+    axes[1].plot(winners["budget"], winners["n_rollouts"], color=palette.INK, marker="o", ms=3, lw=1)
+    for ax in axes:
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("Generated samples in phase 2")
+    axes[1].set_yscale("log", base=2)
+    axes[0].set_ylabel("Held-out pass@1 (exact)")
+    axes[1].set_ylabel("Best N")
+    axes[0].legend(fontsize=pt(5.5), loc="best")
+    return fig
+
+
+@rounded_inputs
+def prompt_fate(table: pd.DataFrame) -> plt.Figure:
+    """Change of each training prompt's exact q over phase 2, by its q at the plateau, per arm (mean over seeds,
+    one standard error)."""
+    fig, ax = new_figure("column")
+    ax.axhline(0, color=palette.RULE, lw=0.6)
+    bands = list(dict.fromkeys(table["q_band"]))
+    arms = list(dict.fromkeys(table["arm"]))
+    width = 0.8 / max(1, len(arms))
+    for k, arm in enumerate(arms):
+        g = table[table.arm == arm].set_index("q_band").reindex(bands)
+        n = 16 if arm.startswith("N16") else 512
+        colour = palette.n_colour(n) if arm in ("N16", "N512") else palette.tint(palette.n_colour(n), 0.5)
+        x = np.arange(len(bands)) + (k - (len(arms) - 1) / 2) * width
+        ax.bar(x, g["delta_q"], width, yerr=g["delta_q_se"], color=colour, label=g["label"].dropna().iloc[0])
+    counts = table.drop_duplicates("q_band").set_index("q_band").reindex(bands)["prompts"]
+    ax.set_xticks(np.arange(len(bands)), [f"{b}\n(n={int(c)})" for b, c in zip(bands, counts)], fontsize=pt(5))
+    ax.set_xlabel("Exact q at the plateau")
+    ax.set_ylabel("Δ q over phase 2")
+    ax.legend(fontsize=pt(5), loc="best")
+    return fig

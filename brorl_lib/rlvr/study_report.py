@@ -1,0 +1,182 @@
+"""The countdown study's tables, read back from its run folder: the screen, the plateau and its gates, held-out
+pass@1 at each budget, the ProRL vs BroRL verdict (seed is the unit: paired t test and an exact sign-flip test),
+the IsoCompute grid, the sample accounting, the per-prompt fate and the update quality."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from brorl_lib.core import stats
+from brorl_lib.rlvr import study
+from brorl_lib.rlvr import study_phase2 as p2
+from brorl_lib.rlvr import update_quality as uq
+from brorl_lib.rlvr.run import DONE, KEPT_COUNTS
+from brorl_lib.rlvr.study import LOW_Q_BAND
+
+FATE_EDGES = (0.0, LOW_Q_BAND[0], LOW_Q_BAND[1], 0.5, 0.95, 1.0)  # starting-q bands of the per-prompt fate
+
+
+def sign_flip_p(differences) -> dict[str, float]:
+    """Exact sign-flip (permutation) test of a mean difference of 0, over all 2^n sign patterns: one-sided
+    (greater) and two-sided p. With n seeds the smallest possible p is 2^-n one-sided, 2^(1-n) two-sided."""
+    d = np.asarray(differences, dtype=float)
+    flips = np.array(list(itertools.product((1.0, -1.0), repeat=d.size)))
+    means = (flips * d).mean(1)
+    observed = d.mean()
+    tol = 1e-12 * max(1.0, float(np.abs(d).max()))
+    return {
+        "p_greater": float((means >= observed - tol).mean()),
+        "p_two_sided": float((np.abs(means) >= abs(observed) - tol).mean()),
+    }
+
+
+def plateau_table(root: Path, s: study.StudySettings) -> pd.DataFrame:
+    """The plateau of the chosen candidate: the smoothed plateau test, exact held-out pass@1, the regime and the
+    gates (one row; one task)."""
+    c = study.chosen(s, root)
+    record = json.loads((study.folder(root, c) / study.PLATEAU_RECORD).read_text())
+    keep = [
+        "candidate", "step", "plateau_reached", "smoothed_pass1", "rise", "rise_se", "p_rising", "pass1", "pass1_se",
+        "mean_q", "low_q_share_exact", "q_below_low_share", "q_solved_share", "kept_fraction",
+        "gate_pass1", "gate_low_q", "gate_kept", "gates_passed",
+    ]  # fmt: skip
+    return pd.DataFrame([{k: record.get(k) for k in keep}]).assign(task="countdown")
+
+
+def at_budgets(frame: pd.DataFrame, budgets: tuple[int, ...]) -> pd.DataFrame:
+    """Held-out (test) and validation pass@1 of every run at each budget: its first evaluation at or past it."""
+    evals = frame.dropna(subset=["pass1"])
+    rows = []
+    for _, g in evals.groupby(["arm", "seed"], sort=False):
+        start = g[g["step"] == 0].iloc[0]
+        for b in budgets:
+            hit = g[g["samples"] >= b]
+            if len(hit):
+                r = hit.iloc[0]
+                rows.append(r[["arm", "label", "role", "N", "prompts", "lr", "lr_factor", "seed", "step", "samples"]]
+                            .to_dict() | {"budget": b, "pass1": r["pass1"], "val_pass1": r.get("val_pass1", np.nan),
+                                          "start_pass1": start["pass1"]})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def compare(table: pd.DataFrame, arm: str, base: str, budget: int) -> dict | None:
+    """Paired by seed: arm minus base at ``budget`` (None with fewer than 2 shared seeds)."""
+    a = table[(table["arm"] == arm) & (table["budget"] == budget)].set_index("seed")["pass1"]
+    b = table[(table["arm"] == base) & (table["budget"] == budget)].set_index("seed")["pass1"]
+    seeds = a.index.intersection(b.index)
+    if len(seeds) < 2:
+        return None
+    d = (a[seeds] - b[seeds]).to_numpy()
+    return stats.mean_interval(d) | {f"sign_flip_{k}": v for k, v in sign_flip_p(d).items()} | {"seeds": len(seeds)}
+
+
+def verdict(table: pd.DataFrame, budgets: tuple[int, ...], arms: list[str], base: str = "N16") -> pd.DataFrame:
+    """Each arm against ProRL at each budget, and ProRL's own gain since the plateau (its continuation)."""
+    rows = []
+    for b in budgets:
+        for arm in arms:
+            r = compare(table, arm, base, b)
+            if r is not None:
+                rows.append({"budget": b, "comparison": f"{arm} - {base}"} | r)
+        prorl = table[(table["arm"] == base) & (table["budget"] == b)]
+        if len(prorl) >= 2:
+            gain = stats.mean_interval(prorl["pass1"] - prorl["start_pass1"])
+            rows.append({"budget": b, "comparison": f"{base} - plateau"} | gain | {"seeds": len(prorl)})
+    out = pd.DataFrame(rows)
+    if len(out):
+        out["direction"] = np.where(out["ci_low"] > 0, "higher", np.where(out["ci_high"] < 0, "lower", "no difference"))
+    return out
+
+
+def isocompute(table: pd.DataFrame, budgets: tuple[int, ...]) -> pd.DataFrame:
+    """Per N, budget and learning-rate multiple: seeds, mean and standard error of held-out pass@1; the best
+    multiple (validation, last budget, first seed's grid) and whether it is at the grid's edge."""
+    iso = table[table["role"] == "isocompute"]
+    if iso.empty:
+        return pd.DataFrame()
+    rows = []
+    last = budgets[-1]
+    for n, g in iso.groupby("N"):
+        grid = g[(g["budget"] == last) & (g["seed"] == g["seed"].min())]
+        best = float(grid.loc[grid["val_pass1"].idxmax(), "lr_factor"]) if len(grid) else np.nan
+        factors = sorted(g["lr_factor"].unique())
+        for (b, f), h in g.groupby(["budget", "lr_factor"]):
+            rows.append(
+                {
+                    "task": "countdown",
+                    "n_rollouts": int(n),
+                    "budget": int(b),
+                    "lr_factor": f,
+                    "seeds": len(h),
+                    "pass1_mean": h["pass1"].mean(),
+                    "pass1_se": h["pass1"].std(ddof=1) / np.sqrt(len(h)) if len(h) > 1 else np.nan,
+                    "best_lr": f == best,
+                    "lr_at_edge": best in (factors[0], factors[-1]) if len(factors) >= 3 else True,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def accounting(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per arm (mean over seeds): steps, generated, kept and surplus samples, rounds a step, kept fraction."""
+    steps = frame[frame["step"] > 0]
+    per = steps.groupby(["arm", "label", "N", "prompts", "seed"], sort=False).agg(
+        steps=("step", "max"),
+        generated=("samples", "max"),
+        kept=("kept_samples", "sum"),
+        surplus_groups=("surplus_groups", "sum"),
+        rounds=("rounds", "mean"),
+    )
+    out = per.groupby(["arm", "label", "N", "prompts"], sort=False).mean().reset_index()
+    out["surplus_samples"] = out["surplus_groups"] * out["N"]
+    out["kept_fraction"] = out["kept"] / out["generated"]
+    return out
+
+
+def prompt_fate(root: Path, s: study.StudySettings, p: p2.Phase2Settings) -> pd.DataFrame:
+    """Per arm and starting-q band (exact q at the plateau): prompts, mean q before and after phase 2 (mean over
+    seeds, with its standard error across seeds), the share of the band's prompts the arm ever kept, and the
+    share rescued (starting below 1/16, ending at or above it) or lost (starting at or above 0.5, ending below)."""
+    c = study.chosen(s, root)
+    base = study.folder(root, c) / study.PHASE1
+    step = json.loads((study.folder(root, c) / study.PLATEAU_RECORD).read_text())["step"]
+    q0 = np.load(base / f"q_train_step{step}.npy")
+    bands = uq.band_of(q0, list(FATE_EDGES))
+    labels = uq.band_labels(list(FATE_EDGES))
+    rows = []
+    for arm, seed in p2.plan(s, p, root):
+        folder = p2.arm_folder(root, c, arm, seed)
+        if not (folder / p2.Q_END).exists():
+            continue
+        q1, kept = np.load(folder / p2.Q_END), np.load(folder / KEPT_COUNTS)
+        for b, label in enumerate(labels):
+            pick = bands == b
+            if pick.any():
+                rows.append(
+                    {
+                        "arm": arm.key, "label": arm.label, "seed": seed, "q_band": label, "prompts": int(pick.sum()),
+                        "q_before": q0[pick].mean(), "q_after": q1[pick].mean(),
+                        "ever_kept": (kept[pick] > 0).mean(),
+                        "rescued": ((q0[pick] < LOW_Q_BAND[1]) & (q1[pick] >= LOW_Q_BAND[1])).mean(),
+                        "lost": ((q0[pick] >= 0.5) & (q1[pick] < 0.5)).mean(),
+                    }
+                )  # fmt: skip
+    raw = pd.DataFrame(rows)
+    if raw.empty:
+        return raw
+    raw["delta_q"] = raw["q_after"] - raw["q_before"]
+    g = raw.groupby(["arm", "label", "q_band"], sort=False)
+    out = g.mean(numeric_only=True).drop(columns="seed").reset_index()
+    out["delta_q_se"] = g["delta_q"].std(ddof=1).to_numpy() / np.sqrt(g.size().to_numpy())
+    out["seeds"] = g.size().to_numpy()
+    return out
+
+
+def finished_runs(root: Path, s: study.StudySettings, p: p2.Phase2Settings) -> int:
+    c = study.chosen(s, root)
+    return sum((p2.arm_folder(root, c, a, seed) / DONE).exists() for a, seed in p2.plan(s, p, root))
