@@ -38,7 +38,8 @@ def main() -> None:
     for t, level in zip(cand.tasks, cand.difficulties):
         tr, te = make_split(t, level, 5000, args.eval_instances // len(cand.tasks), 0)
         train, test = train + tr, test + te
-    folder = plateau.warm_start_model(cand.model, train, args.warm_start_steps, 1e-3, 0, Path("build/bench_warm_start"))
+    folder = Path("build/bench_warm_start") / f"{cand.key}-ws{args.warm_start_steps}"
+    plateau.warm_start_model(cand.model, train, args.warm_start_steps, 1e-3, 0, folder)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {cand.spec}, warm start {folder}")
     protocol = EvalProtocol(16, 0.6, 0.95, 10)
     shapes = (("ProRL", 16, args.prompts), ("BroRL", 512, args.prompts // 4))

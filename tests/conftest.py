@@ -29,3 +29,15 @@ def no_registered_run():
     variants.clear_run()
     yield
     variants.clear_run()
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """The tiny model's operations are too small to share between threads: on busy cores a second thread only
+    waits (measured on 2 busy cores: test_rlvr.py 121 s with 2 threads, 40 s with 1)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -63,15 +63,7 @@ CODE_ROWS = [
 FAST = Limits(time_s=1.0, memory_mb=256)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The tiny model's matrices are small: one thread is much faster than two on shared cores."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

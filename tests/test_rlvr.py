@@ -36,14 +36,7 @@ from brorl_lib.rlvr.tokenizer import build_tokenizer
 TIMING = ["elapsed_s", "generation_s"]  # wall-clock columns: the only ones a re-run may change
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The tiny model's operations are too small to share between threads: on busy cores a second thread only
-    waits (measured on 2 busy cores: this file 121 s with 2 threads, 40 s with 1)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -2,29 +2,28 @@
 none missed), exact q against the sampler's own probabilities, the warm start on random correct answers, the
 refill that draws only the shortfall, the deduplicated update, and the update-quality measurement."""
 
-from itertools import product
+from itertools import permutations, product
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
-from brorl_lib.rlvr import candidates, exact_q, tasks, warm_start
+from brorl_lib.rlvr import algorithm as alg
+from brorl_lib.rlvr import candidates, exact_q, study, tasks, warm_start
 from brorl_lib.rlvr import model as tiny
+from brorl_lib.rlvr import plateau as plateau_module
+from brorl_lib.rlvr import study_phase2 as p2
+from brorl_lib.rlvr import study_report as sr
 from brorl_lib.rlvr import update_quality as uq
 from brorl_lib.rlvr.correct_set import canonical_answers, countdown_solutions
-from brorl_lib.rlvr.run import TRAINER_STATE
-from brorl_lib.rlvr.sampling import generate, nucleus
+from brorl_lib.rlvr.run import TRAINER_STATE, EvalProtocol
+from brorl_lib.rlvr.sampling import concat, generate, nucleus
 from brorl_lib.rlvr.step import StepSettings, backward, generation_round, rl_step, rows_of
+from brorl_lib.rlvr.study_config import CountdownStudyConfig
 from brorl_lib.rlvr.tokenizer import build_tokenizer
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +50,6 @@ def test_the_canonical_set_is_exactly_the_verifiers_accepted_sign_strings(split)
         numbers = inst.entry["metadata"]["numbers"]
         found = set(canonical_answers(inst))
         assert found, inst.prompt
-        from itertools import permutations
-
         for order in set(permutations(numbers)):
             for signs in product("+-", repeat=len(order) - 1):
                 text = str(order[0]) + "".join(s + str(v) for s, v in zip(signs, order[1:]))
@@ -151,9 +148,6 @@ def test_a_shortfall_step_keeps_its_surplus_to_a_few_groups(tok, split, warm):
 def test_the_deduplicated_update_is_the_same_gradient(tok, split, warm):
     s = StepSettings(64, max_new_tokens=6)
     rollouts, rewards, keep = generation_round(warm, tok, split[0][:6], s, torch.Generator().manual_seed(0))
-    from brorl_lib.rlvr import algorithm as alg
-    from brorl_lib.rlvr.sampling import concat
-
     kept = concat([rows_of(rollouts, torch.nonzero(keep).squeeze(1))], tok.pad_token_id)
     adv = alg.advantages(s.advantage_estimator, rewards[keep], kept.response_mask, kept.group)
     chunk = torch.arange(len(kept.texts))
@@ -225,7 +219,6 @@ def test_the_grid_saves_each_unit_and_resumes_without_recomputing(tok, split, wa
 
 
 # --- phase 2 design ---
-from brorl_lib.rlvr import study_phase2 as p2  # noqa: E402
 
 
 def phase2(**change):
@@ -238,7 +231,7 @@ def phase2(**change):
         iso_rollouts=(8, 16, 32, 128, 512),
         iso_lr_factors=(0.5, 1.0, 2.0),
         iso_seeds=3,
-        controls=True,
+        control_seeds=3,
         kl_coef=0.001,
     )
     return p2.Phase2Settings(**(base | change))
@@ -268,6 +261,7 @@ def test_the_verdict_and_control_arms_follow_the_paper_shapes():
         (dict(iso_samples=4000), "iso_samples=4000 .* multiple"),
         (dict(iso_lr_factors=(0.5, 1.0)), "at least three"),
         (dict(iso_seeds=4), "iso_seeds"),
+        (dict(control_seeds=4), "control_seeds"),
     ],
 )
 def test_bad_phase2_settings_are_refused_naming_the_parameter(change, message):
@@ -276,7 +270,6 @@ def test_bad_phase2_settings_are_refused_naming_the_parameter(change, message):
 
 
 # --- the study's report ---
-from brorl_lib.rlvr import study_report as sr  # noqa: E402
 
 
 def test_the_sign_flip_test_enumerates_every_sign_pattern():
@@ -306,3 +299,152 @@ def test_pass1_at_each_budget_is_the_first_evaluation_past_it_and_the_verdict_pa
     assert first["sign_flip_p_greater"] == 1 / 8
     flat = v[(v["budget"] == 131072) & (v["comparison"] == "N16 - plateau")].iloc[0]
     assert flat["mean"] == pytest.approx(0.0) and flat["direction"] == "no difference"
+
+
+# --- one tiny study end to end ---
+
+
+def tiny_study() -> study.StudySettings:
+    return study.StudySettings(
+        candidates=(candidates.parse("countdown:3@32x1"), candidates.parse("countdown:3@64x2")),
+        n_train=120,
+        n_test=12,
+        n_val=8,
+        warm_start_steps=40,
+        warm_start_lr=3e-3,
+        phase1_prompts=8,
+        screen_max_steps=4,
+        phase1_max_steps=8,
+        eval_every=1,
+        snapshot_every=1,
+        plateau_rule=plateau_module.PlateauRule(2, 0.05, 0.01),
+        base_lr=1e-3,
+        mini_batches=2,
+        temperature=1.0,
+        max_new_tokens=6,
+        max_rounds=4,
+        protocol=EvalProtocol(16, 0.6, 0.95, 6),
+    )
+
+
+def tiny_phase2() -> p2.Phase2Settings:
+    return p2.Phase2Settings(
+        prompts=4,
+        base_lr=1e-3,
+        budgets=(2048, 4096),
+        seeds=(0, 1),
+        iso_samples=256,
+        iso_rollouts=(8, 32),
+        iso_lr_factors=(0.5, 1.0, 2.0),
+        iso_seeds=2,
+        control_seeds=1,
+        kl_coef=0.01,
+    )
+
+
+@pytest.fixture(scope="module")
+def tiny_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("study")
+    s, p = tiny_study(), tiny_phase2()
+    study.screen(s, root, progress=False)
+    study.plateau_stage(s, root, progress=False)
+    quality = study.UpdateQualitySettings((4, 16), (64,), 2, (0.0, 0.5, 1.0), 16)
+    study.update_quality_stage(s, quality, root, progress=False)
+    p2.run(s, p, root, progress=False)
+    return root
+
+
+def test_the_screen_measures_each_candidate_exactly_and_chooses_one(tiny_root):
+    table = pd.read_csv(tiny_root / study.SCREEN)
+    assert len(table) == 2 and table["chosen"].sum() == 1
+    for col in ("pass1", "low_q_share_exact", "kept_fraction", "gates_passed"):
+        assert table[col].notna().all(), col
+    assert table["kept_fraction"].between(0, 1).all()
+
+
+def test_the_plateau_record_holds_the_gates_and_every_training_prompts_q(tiny_root):
+    s = tiny_study()
+    plateau = sr.plateau_table(tiny_root, s).iloc[0]
+    assert plateau["step"] <= 8 and set(["gate_pass1", "gate_low_q", "gate_kept"]) <= set(plateau.index)
+    base = study.folder(tiny_root, study.chosen(s, tiny_root)) / study.PHASE1
+    q = np.load(base / f"q_train_step{plateau['step']}.npy")
+    assert q.shape == (len(study.split(s, study.chosen(s, tiny_root))[0]),) and ((q >= 0) & (q <= 1)).all()
+
+
+def test_update_quality_covers_three_checkpoints_every_cell_and_rep(tiny_root):
+    raw = pd.concat(pd.read_csv(f) for f in sorted((tiny_root / "update_quality").glob("*.csv")))
+    assert raw["checkpoint"].nunique() == 3
+    assert len(raw.groupby(["checkpoint", "n_rollouts", "samples_per_update", "rep"])) == 3 * 2 * 2
+
+
+def test_every_planned_phase2_run_finished_with_its_accounting_and_fate(tiny_root):
+    s, p = tiny_study(), tiny_phase2()
+    planned = p2.plan(s, p, tiny_root)
+    c = study.chosen(s, tiny_root)
+    assert all(p2.finished(tiny_root, c, a, seed) for a, seed in planned)
+    roles = [a.role for a, _ in planned]
+    assert roles.count("paper") == 4 and roles.count("isocompute") == 6 + 2 and roles.count("control") == 3
+    frame = p2.collect(s, p, tiny_root)
+    acct = sr.accounting(frame)
+    assert (acct["generated"] >= 4096).all() and (acct["kept_fraction"] <= 1).all()
+    verdict_runs = acct[acct["arm"].isin(["N16", "N512"])]
+    assert (verdict_runs["surplus_groups"] <= 3 * verdict_runs["steps"]).all()  # a few surplus groups a step at most
+    fate = sr.prompt_fate(tiny_root, s, p)
+    assert set(fate["arm"]) == {"N16", "N512", "N16_batch32", "N512_prompts4", "N512_kl"}
+    table = sr.at_budgets(frame, p.budgets)
+    v = sr.verdict(table, p.budgets, ["N512"])
+    assert set(v["comparison"]) == {"N512 - N16", "N16 - plateau"} and (v["seeds"] == 2).all()
+    iso = sr.isocompute(table, p.budgets)
+    assert set(iso["n_rollouts"]) == {8, 32} and iso.groupby("n_rollouts")["best_lr"].any().all()
+
+
+def test_a_finished_study_reruns_nothing(tiny_root, monkeypatch):
+    calls = []
+    monkeypatch.setattr(p2, "run_one", lambda *a, **k: calls.append(a))
+    assert p2.run(tiny_study(), tiny_phase2(), tiny_root, progress=False) == 0 and not calls
+
+
+def test_the_mass_outside_the_canonical_answers_is_estimated_at_the_plateau(tiny_root):
+    record = study.outside_check(tiny_study(), tiny_root, samples=8)
+    assert 0.0 <= record["held_out"] <= 1.0 and 0.0 <= record["train"] <= 1.0
+    assert record == study.outside_check(tiny_study(), tiny_root, samples=8)  # saved once, read back
+
+
+def test_outside_mass_counts_accepted_answers_that_are_not_canonical(tok, split, monkeypatch):
+    inst = split[0][0]
+    answer = canonical_answers(inst)[0]
+    texts = [answer, f"{answer} ", f"({answer})", "zzz"]  # canonical, two other accepted forms, wrong
+
+    class Fake:
+        group = torch.zeros(4, dtype=torch.long)
+
+    Fake.texts = texts
+    monkeypatch.setattr(exact_q, "generate", lambda *a, **k: Fake)
+    mean, _ = exact_q.outside_mass(torch.nn.Identity(), tok, [inst], 4, 1.0, 8, seed=0)
+    assert mean == 0.5
+
+
+# --- the notebook's parameters ---
+
+
+def test_the_notebook_defaults_build_the_tiny_study():
+    cfg = CountdownStudyConfig()
+    assert cfg.study() == tiny_study() and cfg.phase2() == tiny_phase2()
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(q_bands=[0.0, 0.5, 0.4, 1.0]), "q_bands=.* strictly increasing"),
+        (dict(q_bands=[0.0, 1.5]), "q_bands"),
+        (dict(update_samples=[100]), "update_samples=\\[100\\] .* multiple of 16"),
+        (dict(budgets=[4096, 2048]), "budgets=.* strictly increasing"),
+        (dict(iso_lr_factors=[0.5, 1.0]), "iso_lr_factors"),
+        (dict(candidates=["arithmetic:2@32x1"]), "countdown only"),
+        (dict(max_new_tokens=4), "max_new_tokens=4"),
+        (dict(prompts=6), "prompts=6"),
+    ],
+)
+def test_bad_notebook_parameters_are_refused_before_any_work(change, message):
+    with pytest.raises(ValueError, match=message):
+        CountdownStudyConfig(**change)

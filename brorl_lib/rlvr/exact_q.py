@@ -109,7 +109,7 @@ def outside_mass(
     hits = (
         np.array(
             [
-                reward(instances[g], t) > 0 and t.strip() not in canonical_answers(instances[g])
+                reward(instances[g], t) > 0 and t not in canonical_answers(instances[g])  # the exact text q counts
                 for g, t in zip(r.group.tolist(), r.texts)
             ],
             dtype=float,

@@ -276,7 +276,10 @@ def screen(settings: StudySettings, root: Path, progress: bool = True) -> pd.Dat
 
 
 def chosen(settings: StudySettings, root: Path) -> Candidate:
-    table = pd.read_csv(Path(root) / SCREEN)
+    path = Path(root) / SCREEN
+    if not path.exists():
+        raise ValueError(f"no screen at {path}: run study.screen first (it chooses the configuration)")
+    table = pd.read_csv(path)
     key = table.loc[table["chosen"], "candidate"].iloc[0]
     return next(c for c in settings.candidates if c.key == key)
 
@@ -312,7 +315,12 @@ class UpdateQualitySettings:
         check_int("measured_prompts", self.measured_prompts, low=2)
         for s in self.samples:
             for n in self.rollouts:
-                uq.Cell(n, s, 1.0)  # S not a multiple of N: refused naming both
+                if s % n:
+                    raise ValueError(
+                        f"update_samples={list(self.samples)} is not allowed with update_rollouts="
+                        f"{list(self.rollouts)}: every S must be a multiple of every N (P = S/N prompts); {s} is not "
+                        f"a multiple of {n}"
+                    )
 
 
 def quality_checkpoints(settings: StudySettings, root: Path) -> dict[str, Path]:
@@ -348,18 +356,86 @@ def update_quality_stage(
     train, _, _ = split(settings, chosen(settings, root))
     rng = np.random.default_rng(SPLIT_SEED)
     measured = [train[i] for i in sorted(rng.choice(len(train), quality.measured_prompts, replace=False))]
+
+    def lr_of(s: int) -> float:
+        return settings.base_lr * math.sqrt(s / (BASE_N * settings.phase1_prompts))
+
     points = {
-        name: (path, train, {"countdown": measured}) for name, path in quality_checkpoints(settings, root).items()
+        name: (path, train, {"countdown": measured}, lr_of)
+        for name, path in quality_checkpoints(settings, root).items()
     }
     return uq.run_grid(
         points | (extra or {}),
         list(quality.q_bands),
         list(quality.rollouts),
         list(quality.samples),
-        lambda s: settings.base_lr * math.sqrt(s / (BASE_N * settings.phase1_prompts)),
         quality.reps,
         lambda n: StepSettings(**(asdict(settings.step(n)) | {"dedupe": True})),
         Path(root) / "update_quality",
         settings.device,
         progress,
     )
+
+
+OUTSIDE = "outside_mass.json"
+
+
+def outside_check(settings: StudySettings, root: Path, samples: int = 64, seed: int = 0) -> dict:
+    """At the plateau: the accepted mass outside the canonical answers (``exact_q.outside_mass``), estimated from
+    ``samples`` draws per held-out prompt at the evaluation temperature and top-p and per training prompt (the
+    first n_test) at the training temperature, with standard errors. Saved once as outside_mass.json."""
+    base = folder(root, chosen(settings, root)) / PHASE1
+    path = base / OUTSIDE
+    if path.exists():
+        return json.loads(path.read_text())
+    train, test, _ = split(settings, chosen(settings, root))
+    model, tok = tiny.load(base / CHECKPOINT, settings.device)
+    p = settings.protocol
+    held = exact_q.outside_mass(model, tok, test, samples, p.temperature, settings.max_new_tokens, seed, p.top_p)
+    trained = exact_q.outside_mass(
+        model, tok, train[: settings.n_test], samples, settings.temperature, settings.max_new_tokens, seed
+    )
+    record = {
+        "samples": samples,
+        "held_out": held[0],
+        "held_out_se": held[1],
+        "train": trained[0],
+        "train_se": trained[1],
+    }
+    atomic.write_text(path, json.dumps(record, indent=2))
+    return record
+
+
+PREVIOUS_RUNS = Path("data/runs/laptop_rlvr")  # the earlier design's committed runs (spell_backward + arithmetic)
+PREVIOUS_NAME = "spell_arith_plateau"  # its checkpoint's name in the update-quality tables
+
+
+def previous_plateau(measured_prompts: int, runs: Path = PREVIOUS_RUNS) -> dict:
+    """The earlier design's committed plateau checkpoint as one more update-quality point, read from its own
+    records: its chosen candidate's tasks, its training split, and its phase 1's learning rate and prompts for
+    the square-root rule; ``measured_prompts`` seeded training prompts per task."""
+    import math
+
+    from brorl_lib.core.paths import REPO_ROOT
+
+    runs = runs if Path(runs).is_absolute() else REPO_ROOT / runs
+    shared = json.loads((runs / "settings.json").read_text())
+    key = pd.read_csv(runs / SCREEN).query("chosen")["candidate"].iloc[0]
+    cand = next(
+        c
+        for c in shared["candidates"]
+        if Candidate(tuple(c["tasks"]), tuple(c["difficulties"]), tiny.TinyModelShape(**c["model"])).key == key
+    )
+    phase1 = runs / "configs" / key / "plateau0" / PHASE1
+    arm = json.loads((phase1 / "arm.json").read_text())
+    train, measured = [], {}
+    for task, level in zip(cand["tasks"], cand["difficulties"]):
+        part, _ = tasks.make_split(task, level, shared["n_train"], shared["n_test"] + shared["n_val"], SPLIT_SEED)
+        train += part
+        rng = np.random.default_rng(SPLIT_SEED)
+        measured[task] = [part[i] for i in sorted(rng.choice(len(part), measured_prompts, replace=False))]
+
+    def lr_of(s: int) -> float:
+        return arm["lr"] * math.sqrt(s / (BASE_N * arm["prompts_per_step"]))
+
+    return {PREVIOUS_NAME: (phase1 / CHECKPOINT, train, measured, lr_of)}

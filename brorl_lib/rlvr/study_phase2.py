@@ -10,8 +10,8 @@ the arms spend equally. Three families of arms, run in this order (a run cut sho
 3. **controls**: the batch-size control (N=16 x 8P prompts, BroRL's kept batch), a prompt-matched BroRL
    (N=512 x P) and a KL-anchored BroRL, each at its rule's learning rate.
 
-Every run also counts how often each training prompt was kept and, when done, records every training prompt's
-exact q (``q_train_end.npy``): the per-prompt fate.
+Every run also counts how often each training prompt was kept; the verdict and control runs, when done, also
+record every training prompt's exact q (``q_train_end.npy``): the per-prompt fate.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class Phase2Settings:
     iso_rollouts: tuple[int, ...]
     iso_lr_factors: tuple[float, ...]  # multiples of the rule's learning rate, at least three
     iso_seeds: int  # seeds of each N's best learning rate (the first runs the whole grid)
-    controls: bool
+    control_seeds: int  # the first this many seeds run the controls (0: none)
     kl_coef: float  # the KL-anchored control's weight
 
     def check(self) -> None:
@@ -75,6 +75,7 @@ class Phase2Settings:
         for f in self.iso_lr_factors:
             check_positive("iso_lr_factors item", f)
         check_int("iso_seeds", self.iso_seeds, low=1, high=len(self.seeds))
+        check_int("control_seeds", self.control_seeds, low=0, high=len(self.seeds))
         check_positive("kl_coef", self.kl_coef)
         if self.budgets[0] < BROAD_N * self.prompts:
             raise ValueError(
@@ -169,7 +170,7 @@ def run_one(s: study.StudySettings, p: Phase2Settings, root: Path, arm: Arm, see
         scorer=study.exact_pass1(s),
         count_kept=True,
     )
-    if not (folder / Q_END).exists():
+    if arm.role != "isocompute" and not (folder / Q_END).exists():  # the per-prompt fate of the verdict and controls
         model, tok = tiny.load(folder / CHECKPOINT, s.device)
         with torch.no_grad():
             save_array(folder / Q_END, study.train_q(s, model, tok, train).cpu().numpy())
@@ -177,7 +178,8 @@ def run_one(s: study.StudySettings, p: Phase2Settings, root: Path, arm: Arm, see
 
 
 def finished(root: Path, candidate, arm: Arm, seed: int) -> bool:
-    return (arm_folder(root, candidate, arm, seed) / Q_END).exists()
+    folder = arm_folder(root, candidate, arm, seed)
+    return (folder / DONE).exists() and (arm.role == "isocompute" or (folder / Q_END).exists())
 
 
 def best_factor(root: Path, candidate, p: Phase2Settings, n: int) -> float | None:
@@ -195,7 +197,8 @@ def best_factor(root: Path, candidate, p: Phase2Settings, n: int) -> float | Non
 
 def plan(s: study.StudySettings, p: Phase2Settings, root: Path) -> list[tuple[Arm, int]]:
     """(arm, seed) in the order they run: the verdict under every seed; the IsoCompute grid under the first seed,
-    then each N's best under the next iso_seeds - 1 seeds (once its grid has finished); the controls."""
+    then each N's best under the next iso_seeds - 1 seeds (once its grid has finished); the controls under the
+    first control_seeds seeds."""
     candidate = study.chosen(s, root)
     out = [(a, seed) for seed in p.seeds for a in verdict_arms(p)]
     out += [(a, p.seeds[0]) for a in iso_arms(p)]
@@ -204,8 +207,7 @@ def plan(s: study.StudySettings, p: Phase2Settings, root: Path) -> list[tuple[Ar
         if f is not None:
             arm = next(a for a in iso_arms(p) if a.n == n and a.lr_factor == f)
             out += [(arm, seed) for seed in p.seeds[1 : p.iso_seeds]]
-    if p.controls:
-        out += [(a, seed) for seed in p.seeds for a in control_arms(p)]
+    out += [(a, seed) for seed in p.seeds[: p.control_seeds] for a in control_arms(p)]
     return out
 
 

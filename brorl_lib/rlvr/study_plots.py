@@ -6,6 +6,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.lines import Line2D
 
 from brorl_lib.core import palette
 from brorl_lib.core.plotting import new_figure, pt
@@ -67,9 +68,9 @@ def update_quality(summary: pd.DataFrame, measure: str) -> plt.Figure:
                 ax.set_ylabel(f"{ckpt}\n{task}", fontsize=pt(6))
             if r == len(rows) - 1:
                 ax.set_xlabel("N (rollouts per prompt)")
-    handles, names = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, names, title=f"q band · {MEASURES[measure]}", fontsize=pt(6), loc="outside lower center",
-               ncols=len(names))  # fmt: skip
+    handles = [Line2D([], [], color=_band_colour(labels, b), marker="o", ms=2, lw=0.9) for b in labels]
+    fig.legend(handles, labels, title=f"q band · {MEASURES[measure]}", fontsize=pt(6), loc="outside lower center",
+               ncols=len(labels))  # fmt: skip
     return fig
 
 
@@ -139,4 +140,23 @@ def prompt_fate(table: pd.DataFrame) -> plt.Figure:
     ax.set_xlabel("Exact q at the plateau")
     ax.set_ylabel("Δ q over phase 2")
     ax.legend(fontsize=pt(5), loc="best")
+    return fig
+
+
+@rounded_inputs
+def phase1(curve: pd.DataFrame) -> plt.Figure:
+    """Phase 1 of each candidate: exact held-out pass@1 with a 95% band over prompts and the windowed mean the
+    plateau test reads; the chosen candidate in full colour, the others pale."""
+    fig, ax = new_figure("column")
+    for i, (key, g) in enumerate(curve.groupby("candidate", sort=False)):
+        colour = palette.series(i) if g["chosen"].iloc[0] else palette.tint(palette.series(i), 0.6)
+        ax.plot(g["step"], g["pass1"], color=colour, lw=0.6, marker="o", ms=1.2, alpha=0.7)
+        ax.fill_between(g["step"], g["pass1"] - 1.96 * g["se"], g["pass1"] + 1.96 * g["se"], color=colour,
+                        alpha=0.12, lw=0)  # fmt: skip
+        ax.plot(
+            g["step"], g["smoothed"], color=colour, lw=1.4, label=key + (" (chosen)" if g["chosen"].iloc[0] else "")
+        )
+    ax.set_xlabel("Phase-1 step (step 0: warm start)")
+    ax.set_ylabel("Held-out pass@1 (exact)")
+    ax.legend(fontsize=pt(5.5), loc="lower right")
     return fig

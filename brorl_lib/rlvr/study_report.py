@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from brorl_lib.core import stats
-from brorl_lib.rlvr import study
+from brorl_lib.rlvr import plateau, study
 from brorl_lib.rlvr import study_phase2 as p2
 from brorl_lib.rlvr import update_quality as uq
 from brorl_lib.rlvr.run import DONE, KEPT_COUNTS
@@ -180,3 +180,22 @@ def prompt_fate(root: Path, s: study.StudySettings, p: p2.Phase2Settings) -> pd.
 def finished_runs(root: Path, s: study.StudySettings, p: p2.Phase2Settings) -> int:
     c = study.chosen(s, root)
     return sum((p2.arm_folder(root, c, a, seed) / DONE).exists() for a, seed in p2.plan(s, p, root))
+
+
+def phase1_curve(root: Path, s: study.StudySettings) -> pd.DataFrame:
+    """Every candidate's phase 1: exact held-out pass@1 at each evaluation with its standard error over prompts,
+    the mean of the last plateau_window evaluations (what the plateau test compares), and whether the candidate
+    was chosen."""
+    chosen = study.chosen(s, root)
+    rows = []
+    for c in s.candidates:
+        base = study.folder(root, c) / study.PHASE1
+        for step, path in plateau.pass1_files(base):
+            x = np.load(path)
+            rows.append({"candidate": c.key, "chosen": c == chosen, "step": step, "pass1": float(x.mean()),
+                         "se": float(x.std(ddof=1) / np.sqrt(x.size))})  # fmt: skip
+    out = pd.DataFrame(rows)
+    out["smoothed"] = out.groupby("candidate")["pass1"].transform(
+        lambda x: x.rolling(s.plateau_rule.window, min_periods=s.plateau_rule.window).mean()
+    )
+    return out

@@ -11,7 +11,8 @@ and the PPO loss of ``step`` (verl's ``core_algos``). Two measures, per band of 
   checkpoint's moments, the arm's mini-batches, gradient clipping) at the learning rate given.
 
 q is measured on a fixed, seeded set of training prompts at the training temperature; its bands are set by q
-at the checkpoint. Repetitions differ in the prompts drawn and the rollouts sampled.
+at the checkpoint. Repetitions differ in the prompts drawn and the rollouts sampled. An update whose groups are
+all filtered out is the zero vector: cosine 0 and no change of q (a wasted update, counted as such).
 """
 
 from __future__ import annotations

@@ -1,0 +1,135 @@
+"""The countdown study's parameters (notebook 04), declared once: ranges, units and docs here; the study's three
+settings objects are built from them (``study``, ``quality``, ``phase2``) and check only what involves several
+parameters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from brorl_lib.core.params import LEARNING_RATE, MAX_SEEDS, SEED_MAX, TEMPERATURE, NotebookConfig, param
+from brorl_lib.core.paths import REPO_ROOT
+from brorl_lib.rlvr import candidates, study
+from brorl_lib.rlvr import study_phase2 as p2
+from brorl_lib.rlvr.plateau import PlateauRule
+from brorl_lib.rlvr.run import EvalProtocol
+
+MAX_N = 8192  # our bound on N: 16x the paper's 512
+MAX_SAMPLES = 1 << 20  # our bound on generated samples per update or step (memory of one generation batch)
+
+
+@dataclass(frozen=True)
+class CountdownStudyConfig(NotebookConfig):
+    """Notebook 04's parameters. Defaults are the quick profile (the same code path in a few minutes)."""
+
+    candidates: list[str] = param(
+        ["countdown:3@32x1", "countdown:3@64x2"],
+        f"the screen's configurations, each {candidates.SPEC_FORM} with task countdown",
+        distinct=True,
+        max_items=16,
+    )
+    n_train: int = param(120, "training prompts (duplicates dropped)", low=1, high=100_000)
+    n_test: int = param(12, "held-out test prompts, disjoint from training", low=2, high=10_000)
+    n_val: int = param(8, "validation prompts: choose learning rates, disjoint from both", low=2, high=10_000)
+    warm_start_steps: int = param(40, "supervised steps of 32 examples on random correct answers", low=1, high=100_000)
+    warm_start_lr: float = param(3e-3, "AdamW learning rate of the warm start", **LEARNING_RATE)
+    phase1_prompts: int = param(8, "kept prompts per phase-1 step (N 16)", low=1, high=4096)
+    screen_max_steps: int = param(4, "each candidate's phase 1 in the screen stops here", low=1, high=100_000)
+    phase1_max_steps: int = param(8, "the chosen candidate's phase 1 stops here if no plateau came first", low=1)
+    eval_every: int = param(1, "phase-1 steps between exact held-out evaluations", low=1, high=100_000)
+    snapshot_every: int = param(1, "phase-1 steps between kept checkpoints (the update-quality stages)", low=1)
+    plateau_window: int = param(2, "evaluations per window of the plateau test (two are compared)", low=2, high=1000)
+    plateau_alpha: float = param(0.05, "plateau once the smoothed rise is not significant at this level", low=0.0)
+    plateau_min_rise: float = param(0.01, "a smoothed rise below this counts as flat (our choice)", low=0.0, high=1.0)
+    base_lr: float = param(1e-3, "eta0: AdamW learning rate of phase 1 and of ProRL", **LEARNING_RATE)
+    mini_batches: int = param(2, "PPO updates per step, the same in every arm", low=1, high=64)
+    temperature: float = param(1.0, "rollout temperature in training (our choice)", **TEMPERATURE)
+    max_new_tokens: int = param(6, "response length limit", unit="tokens", low=2, high=64)
+    max_rounds: int = param(4, "dynamic sampling: generation rounds per step at most", low=1, high=1000)
+    eval_temperature: float = param(0.6, "evaluation temperature (paper 0.6)", **TEMPERATURE)
+    eval_top_p: float = param(0.95, "evaluation top-p (paper 0.95)", low=0.0, low_open=True, high=1.0)
+    q_bands: list[float] = param(
+        [0.0, 0.01, 0.0625, 0.5, 0.95, 1.0], "edges of the exact-q bands, increasing, in [0, 1]", low=0.0, high=1.0
+    )
+    measured_prompts: int = param(16, "training prompts whose exact q judges each update", low=2, high=100_000)
+    update_rollouts: list[int] = param([4, 16], "N of the update-quality grid", low=2, high=MAX_N, distinct=True)
+    update_samples: list[int] = param(
+        [64], "S: generated samples per update in the grid, each a multiple of every N", low=2, high=MAX_SAMPLES
+    )
+    update_reps: int = param(2, "repetitions of each update-quality cell", low=2, high=1000)
+    previous_plateau: bool = param(False, "also measure the earlier design's committed plateau (spell + arithmetic)")
+    prompts: int = param(4, "P: ProRL's kept prompts per step; BroRL takes P/4", low=4, high=4096, multiple_of=4)
+    budgets: list[int] = param(
+        [2048, 4096], "generated samples at which every phase-2 run is evaluated, increasing", low=1, high=10**9
+    )
+    seeds: list[int] = param([0, 1], "phase-2 seeds, the unit of the test", low=0, high=SEED_MAX, distinct=True,
+                             min_items=2, max_items=MAX_SEEDS)  # fmt: skip
+    iso_samples: int = param(256, "G: generated samples per IsoCompute step", low=2, high=MAX_SAMPLES)
+    iso_rollouts: list[int] = param([8, 32], "N of the IsoCompute grid", low=2, high=MAX_N, distinct=True)
+    iso_lr_factors: list[float] = param(
+        [0.5, 1.0, 2.0], "multiples of the rule's learning rate in the IsoCompute grid, increasing", low=0.01,
+        high=100.0, distinct=True, min_items=3,
+    )  # fmt: skip
+    iso_seeds: int = param(2, "seeds of each N's best IsoCompute learning rate", low=1, high=MAX_SEEDS)
+    control_seeds: int = param(1, "seeds of the controls (0: none)", low=0, high=MAX_SEEDS)
+    kl_coef: float = param(0.01, "KL weight of the KL-anchored BroRL control", low=0.0, low_open=True, high=100.0)
+    runs_dir: str = param("build/runs/laptop_rlvr_countdown_quick", "results folder, relative to the repository root",
+                          nonempty=True)  # fmt: skip
+    device: str = param("cpu", "where the model trains and samples (cuda needs a visible GPU)", choices=("cpu", "cuda"))
+
+    def check_together(self) -> None:
+        for c in self.candidates:
+            candidates.parse(c, "candidates item")
+        self.study().check()
+        self.quality().check()
+        self.phase2().check()
+
+    def study(self) -> study.StudySettings:
+        return study.StudySettings(
+            candidates=tuple(candidates.parse(c, "candidates item") for c in self.candidates),
+            n_train=self.n_train,
+            n_test=self.n_test,
+            n_val=self.n_val,
+            warm_start_steps=self.warm_start_steps,
+            warm_start_lr=self.warm_start_lr,
+            phase1_prompts=self.phase1_prompts,
+            screen_max_steps=self.screen_max_steps,
+            phase1_max_steps=self.phase1_max_steps,
+            eval_every=self.eval_every,
+            snapshot_every=self.snapshot_every,
+            plateau_rule=PlateauRule(self.plateau_window, self.plateau_alpha, self.plateau_min_rise),
+            base_lr=self.base_lr,
+            mini_batches=self.mini_batches,
+            temperature=self.temperature,
+            max_new_tokens=self.max_new_tokens,
+            max_rounds=self.max_rounds,
+            protocol=EvalProtocol(16, self.eval_temperature, self.eval_top_p, self.max_new_tokens),
+            device=self.device,
+        )
+
+    def quality(self) -> study.UpdateQualitySettings:
+        return study.UpdateQualitySettings(
+            tuple(self.update_rollouts),
+            tuple(self.update_samples),
+            self.update_reps,
+            tuple(self.q_bands),
+            self.measured_prompts,
+        )
+
+    def phase2(self) -> p2.Phase2Settings:
+        return p2.Phase2Settings(
+            prompts=self.prompts,
+            base_lr=self.base_lr,
+            budgets=tuple(self.budgets),
+            seeds=tuple(self.seeds),
+            iso_samples=self.iso_samples,
+            iso_rollouts=tuple(self.iso_rollouts),
+            iso_lr_factors=tuple(self.iso_lr_factors),
+            iso_seeds=self.iso_seeds,
+            control_seeds=self.control_seeds,
+            kl_coef=self.kl_coef,
+        )
+
+    def runs_path(self) -> Path:
+        path = Path(self.runs_dir)
+        return path if path.is_absolute() else REPO_ROOT / path
