@@ -17,7 +17,7 @@ from brorl_lib.rlvr import study_phase2 as p2
 from brorl_lib.rlvr import study_report as sr
 from brorl_lib.rlvr import update_quality as uq
 from brorl_lib.rlvr.correct_set import canonical_answers, countdown_solutions
-from brorl_lib.rlvr.run import TRAINER_STATE, EvalProtocol
+from brorl_lib.rlvr.run import KEPT_COUNTS, TRAINER_STATE, ArmSettings, EvalProtocol, run_arm
 from brorl_lib.rlvr.sampling import concat, generate, nucleus
 from brorl_lib.rlvr.step import StepSettings, backward, generation_round, rl_step, rows_of
 from brorl_lib.rlvr.study_config import CountdownStudyConfig
@@ -448,3 +448,23 @@ def test_the_notebook_defaults_build_the_tiny_study():
 def test_bad_notebook_parameters_are_refused_before_any_work(change, message):
     with pytest.raises(ValueError, match=message):
         CountdownStudyConfig(**change)
+
+
+def test_kept_counts_survive_an_interruption_bit_for_bit(tok, split, warm, tmp_path):
+    """An arm cut after two steps and resumed counts the same kept prompts and ends with the same metrics as one
+    run straight through."""
+    opt = torch.optim.AdamW(warm.parameters(), lr=1e-4)
+    tiny.save(warm, tok, tmp_path / "start")
+    torch.save({"optimizer": opt.state_dict()}, tmp_path / "start" / TRAINER_STATE)
+    arm = ArmSettings(
+        "arm", StepSettings(16, max_new_tokens=6, refill="shortfall", dedupe=True), 4, 1e-4, 1000, 0, 1, 0
+    )
+    protocol = EvalProtocol(16, 0.6, 0.95, 6)
+    args = (tmp_path / "start", split[0], split[1], arm)
+    straight = run_arm(*args, tmp_path / "a", protocol, progress=False, count_kept=True)
+    run_arm(*args, tmp_path / "b", protocol, max_steps=2, progress=False, count_kept=True)
+    resumed = run_arm(*args, tmp_path / "b", protocol, progress=False, count_kept=True)
+    timing = ["elapsed_s", "generation_s"]
+    pd.testing.assert_frame_equal(straight.drop(columns=timing), resumed.drop(columns=timing))
+    a, b = np.load(tmp_path / "a" / KEPT_COUNTS), np.load(tmp_path / "b" / KEPT_COUNTS)
+    assert np.array_equal(a, b) and a.sum() == straight["kept_samples"].sum() // 16
