@@ -360,6 +360,8 @@ def test_the_screen_measures_each_candidate_exactly_and_chooses_one(tiny_root):
     for col in ("pass1", "low_q_share_exact", "kept_fraction", "gates_passed"):
         assert table[col].notna().all(), col
     assert table["kept_fraction"].between(0, 1).all()
+    for key, chosen in zip(table["candidate"], table["chosen"]):  # only the chosen keeps its weights
+        assert (tiny_root / "configs" / key / study.PHASE1 / "checkpoint").exists() == chosen
 
 
 def test_the_plateau_record_holds_the_gates_and_every_training_prompts_q(tiny_root):

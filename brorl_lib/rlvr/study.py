@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import json
+import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -272,6 +273,9 @@ def screen(settings: StudySettings, root: Path, progress: bool = True) -> pd.Dat
     order = table.sort_values(["gates_passed", "shortfall"], ascending=[False, True], kind="stable").index
     table["chosen"] = table.index == order[0]
     atomic.write_text(path, table.to_csv(index=False, lineterminator="\n"))
+    for c in settings.candidates:  # the screen is done: only the chosen candidate trains on
+        if c.key != table.loc[table["chosen"], "candidate"].iloc[0]:
+            shutil.rmtree(folder(root, c) / PHASE1 / CHECKPOINT, ignore_errors=True)
     return table
 
 
