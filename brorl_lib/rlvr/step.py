@@ -177,12 +177,13 @@ def rl_step(
         rollouts, rewards, keep = generation_round(policy, tokenizer, drawn_prompts, settings, generator)
         rounds += 1
         drawn += asked
-        mixed_groups += len(torch.unique(rollouts.group[keep]))
+        mixed_here = torch.unique(rollouts.group[keep])
+        mixed_groups += len(mixed_here)
         generated += len(rewards)
         tokens += rollouts.n_tokens
         reward_sum += float(rewards.sum())
         mixed += int(keep.sum())
-        groups = torch.unique(rollouts.group[keep])[: prompts - kept_groups]  # verl trims the batch to its size
+        groups = mixed_here[: prompts - kept_groups]  # verl trims the batch to its size
         rows = torch.nonzero(torch.isin(rollouts.group, groups)).squeeze(1)
         if len(rows):
             parts.append(rows_of(rollouts, rows))
