@@ -150,7 +150,8 @@ def test_each_page_opens_with_a_banner_naming_its_profile_and_linking_its_galler
         label = book_gallery.notebook_label(name)
         assert f"<{label}>`" in banner and f"({label})=" in gallery  # the link leads to an existing anchor
         assert f"**{entries[0]['profile']}**" in banner
-        changes = book_pages.parameter_changes(book_pages.parameter_defaults(committed), {}, entries[0]["parameters"])
+        ours = book_pages.committed_parameters(committed)  # the committed profile's (notebook 04: paper)
+        changes = book_pages.parameter_changes(book_pages.parameter_defaults(committed), ours, entries[0]["parameters"])
         assert ("other parameters" in banner) == bool(changes)
         assert ("same parameters" in banner) == (not changes)
 
@@ -269,11 +270,11 @@ def test_the_glance_verdicts_are_the_csv_values(recorded):
     )
     assert book_gallery.escape(f"{gap:.2g}") in rows["03_paper_tables"]
     verdict = _rows("laptop_rlvr_verdict")
-    shown = verdict[verdict.endpoint & (verdict.verdict != "baseline")]
+    shown = verdict[(verdict.budget == verdict.budget.max()) & ~verdict.comparison.str.contains("plateau")]
     assert len(shown)
     for row in shown.itertuples():
-        assert book_gallery.escape(f"{row.delta_vs_prorl:+.3f}") in rows["04_laptop_rlvr"]
-        assert book_gallery.escape(row.verdict) in rows["04_laptop_rlvr"]
+        said = f"{row.comparison}: {row.direction}, Δpass@1 {row.mean:+.3f}"
+        assert book_gallery.escape(said) in rows["04_laptop_rlvr"]
     plan = _rows("verl_plan")
     for row in plan.itertuples():
         assert book_gallery.escape(f"{row.expected_hours:,.1f} h") in rows["05_verl_training"]

@@ -3,7 +3,6 @@ refused value, Run/Stop with progress, ``save_view``, and each notebook's explor
 
 from __future__ import annotations
 
-import dataclasses
 import html
 import json
 import threading
@@ -20,8 +19,7 @@ from brorl_lib.core.plotting import new_figure
 from brorl_lib.core.views import save_view, views_folder
 from brorl_lib.paper import explorer as paper_explorer
 from brorl_lib.paper import report as pr
-from brorl_lib.rlvr import config as rc
-from brorl_lib.rlvr import explorer as rlvr_explorer
+from brorl_lib.rlvr.study_config import CountdownStudyConfig
 from brorl_lib.simulator import explorer as sim_explorer
 from brorl_lib.simulator import report as sr
 from brorl_lib.theory import explorer as theory_explorer
@@ -29,7 +27,7 @@ from brorl_lib.theory import report as tr
 from brorl_lib.verl_recipe import explorer as verl_explorer
 from brorl_lib.verl_recipe import report as vr
 
-CONFIGS = (tr.TheoryConfig, sr.SimulatorConfig, pr.PaperTablesConfig, rc.LaptopRLVRConfig, vr.VerlTrainingConfig)
+CONFIGS = (tr.TheoryConfig, sr.SimulatorConfig, pr.PaperTablesConfig, CountdownStudyConfig, vr.VerlTrainingConfig)
 
 
 def _error(fig: LiveFigure) -> str:
@@ -196,136 +194,6 @@ def test_paper_explorers_redraw():
     _moved(paper_explorer.tables_explorer(), "metric", ("table3_math", "aime25"))
     _moved(paper_explorer.pass_rate_explorer(pr.PaperTablesConfig()), "degenerate_share", 0.1)
     _moved(paper_explorer.roofline_explorer(pr.PaperTablesConfig()), "gpus", 128)
-
-
-# a run folder made through notebook 04's own parameters, small enough for a test: one candidate (no screen to
-# choose from), phase 1 to its plateau (two windows of 8 evaluations), ProRL and N=64 under 2 seeds, no grid
-TINY_RLVR = dict(
-    candidates=["spell_backward:1@64x2"],
-    n_train=60,
-    n_test=8,
-    n_val=4,
-    warm_start_steps=100,
-    warm_start_lr=3e-3,
-    phase1_prompts=4,
-    screen_max_steps=16,
-    phase1_max_steps=16,
-    eval_every=1,
-    plateau_window=8,
-    prompts=4,
-    arm_rollouts=[16, 64],
-    base_lr_rollouts=[],
-    batch_control=False,
-    lr_pilot_factors=[],
-    budgets=[128, 256],
-    max_rounds=2,
-    base_lr=1e-3,
-    max_new_tokens=5,
-    eval_samples=4,
-    q_prompts=8,
-    q_samples=16,
-    passk_samples=8,
-    passk_instances=4,
-    theory_prompts=2,
-    theory_samples=64,
-    theory_batches=2,
-    plateau_seeds=[0],
-    seeds=[0, 1],
-)
-
-
-@pytest.fixture(scope="module")
-def rlvr_run(tmp_path_factory):
-    import torch
-
-    from brorl_lib.rlvr import experiment as ex
-
-    cfg = rc.LaptopRLVRConfig(**TINY_RLVR, runs_dir=str(tmp_path_factory.mktemp("laptop_rlvr")))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the tiny model's operations are too small to share between threads
-    try:
-        ex.run(cfg.settings(), list(cfg.seeds), cfg.runs_path(), progress=False)
-    finally:
-        torch.set_num_threads(threads)
-    return cfg
-
-
-def test_rlvr_runs_explorer_overlays_a_run_and_says_when_there_is_none_yet(rlvr_run, tmp_path, monkeypatch):
-    runs = rlvr_explorer.runs_explorer(rlvr_run)
-    assert not _error(runs) and runs.image.value
-    _moved(runs, "seeds", (0,))
-    runs.controls["arms"].value = ()
-    assert "arms=[] is not allowed" in _error(runs)
-    run = rlvr_explorer.read_run(rlvr_run)
-    metrics = run.metrics
-    assert set(metrics.arm) == {"phase1", "N16", "N64"} and sorted(metrics.seed.unique()) == [0, 1]
-    assert set(metrics.plateau) == {0} and list(runs.controls["plateau"].options) == [0]
-    with pytest.raises(ValueError, match="no run under seeds"):
-        rlvr_explorer.overlay(run, ["N=64"], [7])
-    # an empty run folder, a screen not finished, a plateau not reached: said in words, never a crash
-    empty = rc.LaptopRLVRConfig(runs_dir=str(tmp_path / "empty"))  # two candidates: a screen chooses
-    assert "the regime screen of its 2 candidates has not finished" in rlvr_explorer.unfinished(empty)
-    with pytest.raises(ValueError, match="has no finished plateau yet"):
-        rlvr_explorer.runs_explorer(empty)
-    one = dataclasses.replace(rlvr_run, runs_dir=str(tmp_path / "one"))
-    assert "phase 1 of the chosen configuration spell_backward:1@64x2 has not reached its plateau" in (
-        rlvr_explorer.unfinished(one)
-    )
-    assert rlvr_explorer.unfinished(rlvr_run) is None and rlvr_explorer.has_checkpoint(rlvr_run)
-    monkeypatch.setattr(rlvr_explorer, "committed_config", lambda: empty)
-    tabs = rlvr_explorer.explore(empty)
-    for tab in tabs.children:  # neither the committed runs nor a plateau to start from: both tabs say why
-        assert isinstance(tab, w.HTML) and "has no finished plateau yet" in tab.value
-
-
-def test_rlvr_committed_runs_are_shown_or_said_to_be_unfinished():
-    committed = rlvr_explorer.committed_config()
-    assert rlvr_explorer.shown_path(committed.runs_path()) == "data/runs/laptop_rlvr"
-    reason = rlvr_explorer.unfinished(committed)
-    tab = rlvr_explorer.explore(committed).children[0]
-    if reason is None:  # the committed paper run has its plateau: the tab overlays it
-        assert not isinstance(tab, w.HTML)
-    else:
-        assert "has no finished plateau yet" in reason and html.escape(reason) in tab.value
-
-
-def test_rlvr_live_run_starts_from_the_plateau_and_its_settings_are_checked(rlvr_run, tmp_path, monkeypatch):
-    empty = rc.LaptopRLVRConfig(runs_dir=str(tmp_path / "empty"))
-    with pytest.raises(ValueError, match="no plateau checkpoint in runs_dir="):
-        rlvr_explorer.train_live(empty, 64, Progress())
-    monkeypatch.setattr(rlvr_explorer, "committed_config", lambda: rlvr_run)  # as the committed paper run will be
-    base = rlvr_explorer.live_base(empty)  # no checkpoint there: the committed runs'
-    assert base == rlvr_run and rlvr_explorer.live_base(rlvr_run) == rlvr_run
-    arm = rlvr_explorer.live_arm(base, 64)
-    assert (arm.prompts, arm.lr) == (base.prompts // 4, base.design().rule_lr(64 * base.prompts // 4))
-    live = rlvr_explorer.live_config(base, 64, 512)
-    assert live.budgets == [64 * k for k in range(1, 9)] and live.lr_pilot_factors == [] and live.plateau_seeds == [0]
-    assert live.arm_rollouts == [16, 64] and not live.batch_control and live.base_lr_rollouts == []
-    assert rlvr_explorer.live_config(base, 512, 512).budgets == [512]  # only where a step of N=512 can end
-    with pytest.raises(ValueError, match=r"^budgets=\[256\] is not allowed: the first must be at least 512"):
-        rlvr_explorer.live_config(base, 512, 256)  # half a kept batch of N=512
-    panel = rlvr_explorer.live_explorer(empty)
-    panel.controls["rollouts"].value = 512
-    assert not _error(panel) and "press Run" in panel.message.value
-    panel.controls["max_rounds"].value = 3
-    assert panel.read(panel.values())["_config"].max_rounds == 3
-
-
-def test_rlvr_live_run_trains_one_step_from_the_plateau_checkpoint_and_stops(rlvr_run, tmp_path, monkeypatch):
-    monkeypatch.setattr(rlvr_explorer, "LIVE_DIR", tmp_path)
-
-    class StopAfterFirst(Progress):
-        def advance(self, k: int = 1) -> None:
-            self.stop.set()  # as a Stop pressed during the first step
-            super().advance(k)
-
-    metrics = rlvr_explorer.train_live(rlvr_run, 64, StopAfterFirst(), budget=512)
-    assert metrics["step"].tolist() == [0, 1] and set(metrics.label) == {"N=64"}
-    first = metrics.iloc[-1]
-    assert first["samples"] == first["rounds"] * 64 * rlvr_run.prompts // 4  # every round: N x P/4 prompts
-    assert metrics["pass1"].notna().iloc[0] and 1 <= first["rounds"] <= rlvr_run.max_rounds
-    assert [p.name.split("_")[1] for p in tmp_path.iterdir()] == ["N64"]  # the run wrote under LIVE_DIR only
-    plt.close(rlvr_explorer.live_figure(metrics, 512))
 
 
 def test_verl_explorer_plans_and_diffs_against_verls_defaults():

@@ -1,5 +1,6 @@
 """House rules for committed notebooks, and the command line's early errors."""
 
+import json
 import re
 
 import nbformat
@@ -7,6 +8,7 @@ import papermill
 import pytest
 import torch
 
+from brorl_lib.core.book_pages import committed_parameters
 from brorl_lib.core.cli import main
 from brorl_lib.core.profiles import available_profiles, plan_run
 from brorl_lib.core.registry import NOTEBOOKS
@@ -20,7 +22,9 @@ def test_notebook_house_rules(spec):
     assert nb.metadata.kernelspec.name == "python3"
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert "parameters" in code[0].metadata.get("tags", []), "first code cell must be tagged 'parameters'"
-    assert any(c.get("outputs") for c in code), "commit the notebook with the outputs of its default run"
+    assert any(c.get("outputs") for c in code), "commit the notebook with the outputs of its committed profile"
+    given = json.loads(json.dumps(plan_run(spec, spec.committed_profile).parameters))
+    assert committed_parameters(nb) == (given if spec.committed_profile != "quick" else {}), "run `make notebooks`"
     assert any("# NBVAL_CHECK_OUTPUT" in c.source for c in code), "nbval needs at least one checked cell"
     lines = [ln for ln in code[0].source.splitlines() if ASSIGNMENT.match(ln)]
     params = papermill.inspect_notebook(str(spec.path))

@@ -209,15 +209,15 @@ def test_bounds_are_exact_and_every_refusal_names_a_parameter_as_written(spec, p
             ["run", "04_laptop_rlvr", "-p", "candidates", "[spell_backward:1@130x2]"],
             "candidates item='spell_backward:1@130x2': the hidden size must be a multiple of 4",
         ),
-        (["run", "04_laptop_rlvr", "-p", "plateau_window", "4"], "plateau_window=4 is out of range"),
+        (["run", "04_laptop_rlvr", "-p", "plateau_window", "1"], "plateau_window=1 is out of range"),
         (
             ["run", "04_laptop_rlvr", "-p", "candidates", "[chess:1@64x2]"],
             "candidates item task='chess' is not allowed",
         ),
-        (["run", "04_laptop_rlvr", "-p", "theory_samples", "1"], "theory_samples=1 is out of range"),
+        (["run", "04_laptop_rlvr", "-p", "update_reps", "1"], "update_reps=1 is out of range"),
         (
-            ["run", "04_laptop_rlvr", "-p", "candidates", "[spell_backward:1@1024x3]", "-p", "theory_samples", "65536"],
-            "candidates=['spell_backward:1@1024x3'] with the largest generation batch (theory_samples: 65,536",
+            ["run", "04_laptop_rlvr", "-p", "update_samples", "[100]"],
+            "update_samples=[100] is not allowed with update_rollouts=[4, 16]",
         ),
         (
             ["run", "05_verl_training", "-p", "temperature", "-inf"],
@@ -255,8 +255,8 @@ def test_profiles_are_read_and_checked_through_the_declarations(tmp_path):
 
 
 def test_laptop_rlvr_lowest_values_pass_every_check_of_the_experiment():
-    """Notebook 04's declaration is the one source of its ranges: the lowest values it allows (built into
-    every arm's and the analysis's settings by the config's own check) never fail inside the experiment."""
+    """Notebook 04's declaration is the one source of its ranges: the lowest values it allows (built into the
+    study's three settings objects by the config's own checks) never fail inside the study."""
     spec = get_notebook("04_laptop_rlvr")
     declared = [p for p in spec.config_class().declaration() if p.kind in ("int", "float")]
     # an open lower bound (value > low) is approached from above
@@ -265,16 +265,17 @@ def test_laptop_rlvr_lowest_values_pass_every_check_of_the_experiment():
         spec,
         **{
             **low,
-            "candidates": ["arithmetic:1@4x1"],
-            "arm_rollouts": [2, 16],
-            "base_lr_rollouts": [2],
-            # the cross-parameter bounds: two plateau windows of evaluations, budgets from the widest kept batch
-            "phase1_max_steps": 16,
-            "screen_max_steps": 16,
-            "budgets": [64],
+            "candidates": ["countdown:3@4x1"],
+            # the cross-parameter bounds: an answer of 3 numbers and <eos>, S and G multiples of every N, the
+            # first budget at least the prompt-matched control's kept batch (512 x prompts)
+            "max_new_tokens": 6,
+            "update_rollouts": [2],
+            "update_samples": [2],
+            "iso_rollouts": [2],
+            "budgets": [2048],
         },
     )
-    assert cfg.theory_samples == 2 and cfg.settings().candidates[0].model.hidden == 4
+    assert cfg.study().candidates[0].model.hidden == 4 and cfg.phase2().iso_samples == 2
 
 
 # --- the evaluation command line ---

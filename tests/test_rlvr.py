@@ -1,14 +1,12 @@
-"""The laptop-scale RLVR experiment (notebook 04): tokenizer, model, tasks and their binary reward, top-p
-sampling, warm start, the verl pieces, one RL step with dynamic sampling's refill, an arm that resumes bit for
-bit, the arm design of paper §4.2.1 / Table 1 and its sample budgets, the screen's candidates, the plateau test,
-the statistics, the notebook's parameters, and one tiny end-to-end run (a screen of two candidates, two
-plateaus, phase-2 arms at two budgets under two seeds, the learning-rate grid) read back by the report."""
+"""The laptop-scale RLVR pieces (notebook 04): tokenizer, model, tasks and their binary reward, top-p sampling,
+warm start, the verl pieces, one RL step with dynamic sampling's refill, the screen's candidates, the plateau test,
+the statistics, and one tiny phase 1 (continued past a step cap, resumed when cut) whose checkpoint starts arms that
+resume bit for bit. The countdown study itself: tests/test_rlvr_countdown.py."""
 
 import dataclasses
 import json
 import math
 import os
-import re
 import shutil
 
 import numpy as np
@@ -20,13 +18,10 @@ from scipy import stats as sps
 from brorl_lib.core import stats
 from brorl_lib.paper import setup as paper_setup
 from brorl_lib.rlvr import algorithm as alg
-from brorl_lib.rlvr import arms as arm_design
-from brorl_lib.rlvr import candidates, plateau, report, sampling, tasks, warm_start
-from brorl_lib.rlvr import experiment as ex
+from brorl_lib.rlvr import candidates, plateau, sampling, tasks, warm_start
 from brorl_lib.rlvr import model as tiny
 from brorl_lib.rlvr import run as run_module
 from brorl_lib.rlvr import step as step_module
-from brorl_lib.rlvr.config import LaptopRLVRConfig
 from brorl_lib.rlvr.plateau import PlateauRule
 from brorl_lib.rlvr.run import TRAINER_STATE, ArmSettings, EvalProtocol, correct_counts, run_arm, standard_error
 from brorl_lib.rlvr.sampling import encode_prompts, generate, nucleus
@@ -89,19 +84,6 @@ def test_bad_task_parameters():
         tasks.make_split("arithmetic", 4, 10, 10, 0)
     with pytest.raises(ValueError, match="too few distinct instances for n_test=100"):
         tasks.make_split("arithmetic", 1, 400, 100, 0)  # single digits: only 200 distinct prompts
-
-
-def test_a_candidates_split_is_disjoint_per_task_and_repeatable():
-    mixed = candidates.parse("spell_backward:2+arithmetic:2@32x1")
-    settings = tiny_settings(n_train=50, n_test=7, n_val=5)
-    train, test, val = ex.split(settings, mixed)
-    for part, per_task in ((test, 7), (val, 5)):
-        assert [i.task for i in part] == ["spell_backward"] * per_task + ["arithmetic"] * per_task
-    assert {i.task for i in train} == {"spell_backward", "arithmetic"}
-    prompts = [{i.prompt for i in part} for part in (train, test, val)]
-    assert not (prompts[0] & prompts[1] or prompts[0] & prompts[2] or prompts[1] & prompts[2])
-    again = ex.split(settings, mixed)
-    assert [[i.prompt for i in part] for part in again] == [[i.prompt for i in part] for part in (train, test, val)]
 
 
 def test_model_saves_in_hf_format_and_missing_warm_start_is_clear(tok, model, tmp_path):
@@ -390,89 +372,6 @@ def test_micro_batches_accumulate_the_same_update(tok, monkeypatch):
         StepSettings(4, micro_batch=0)
 
 
-# --- arm design (paper §4.2.1, Table 1) and sample budgets ---
-ETA0 = 1e-6
-
-
-def shapes(arms: list[arm_design.Arm]) -> dict[str, tuple[int, int, float]]:
-    return {a.key: (a.n, a.prompts, a.lr) for a in arms}
-
-
-def test_the_paper_arms_for_64_prompts():
-    design = arm_design.ArmDesign(64, ETA0, (16, 128, 512), (512,), True, (0.5, 2.0))
-    got = shapes(arm_design.main_arms(design))
-    want = {
-        "N16": (16, 64, ETA0),  # ProRL 16 x 64 at eta0
-        "N128": (128, 16, ETA0 * math.sqrt(2)),
-        "N512": (512, 16, ETA0 * math.sqrt(8)),  # BroRL 512 x 16 at eta0 * sqrt(8)
-        "N512_base_lr": (512, 16, ETA0),  # no lr rule
-        "N16_batch512": (16, 512, ETA0 * math.sqrt(8)),  # batch control: BroRL's samples per step with N=16
-    }
-    assert list(got) == list(want)
-    for key, (n, prompts, lr) in want.items():
-        assert got[key][:2] == (n, prompts) and got[key][2] == pytest.approx(lr, rel=1e-12), key
-    labels = {a.key: a.label for a in arm_design.main_arms(design)}
-    assert labels["N16"] == "ProRL N=16" and labels["N512"] == "BroRL N=512" and arm_design.label(128) == "N=128"
-    assert {a.key: a.role for a in arm_design.main_arms(design)} == {
-        "N16": "paper",
-        "N128": "dose",
-        "N512": "paper",
-        "N512_base_lr": "ablation",
-        "N16_batch512": "control",
-    }
-    pilot = shapes(arm_design.pilot_arms(design))
-    assert list(pilot) == ["N16_lr0.5x", "N16_lr2x", "N512_lr0.5x", "N512_lr2x"]
-    assert pilot["N512_lr2x"] == (512, 16, pytest.approx(2 * ETA0 * math.sqrt(8)))
-    assert pilot["N16_lr0.5x"] == (16, 64, pytest.approx(0.5 * ETA0))
-    arm_design.check_budgets(arm_design.main_arms(design) + arm_design.pilot_arms(design), [8192, 65536])
-
-
-def test_the_paper_profile_builds_the_paper_arms():
-    from brorl_lib.core.profiles import plan_run
-    from brorl_lib.core.registry import get_notebook
-
-    plan = plan_run(get_notebook("04_laptop_rlvr"), "paper")
-    cfg = LaptopRLVRConfig(**{**LaptopRLVRConfig.defaults(), **plan.parameters})
-    got = shapes(arm_design.main_arms(cfg.design()))
-    assert got["N16"] == (16, cfg.prompts, cfg.base_lr) and got["N512"][:2] == (512, cfg.prompts // 4)
-    assert got["N512"][2] == pytest.approx(cfg.base_lr * math.sqrt(8))
-    settings = cfg.settings()
-    assert len(settings.budgets) >= 3 and settings.plateau_rule.window >= 8 and settings.max_rounds > 1
-
-
-@pytest.mark.parametrize(
-    "design, message",
-    [
-        (dict(prompts=6), r"^prompts=6 is not allowed: it must be divisible by 4"),
-        (dict(rollouts=(32, 128)), r"^arm_rollouts=\[32, 128\] must include the ProRL arm's N=16"),
-        (dict(rollouts=(16, 16)), r"^arm_rollouts=\[16, 16\] names an N twice"),
-        (dict(base_lr_rollouts=(16,)), r"^base_lr_rollouts=\[16\]"),
-        (dict(lr_pilot_factors=(1.0, 2.0)), r"^lr_pilot_factors must not contain 1"),
-        (dict(rollouts=(16, 24), batch_control=True), r"^batch_control needs"),
-    ],
-)
-def test_bad_designs_are_refused_naming_the_parameter(design, message):
-    with pytest.raises(ValueError, match=message):
-        arm_design.main_arms(dataclasses.replace(TINY_DESIGN, **design))
-
-
-@pytest.mark.parametrize(
-    "budgets, message",
-    [
-        ([], r"^budgets is empty"),
-        ([128, 128], r"^budgets=\[128, 128\] is not allowed: give them in strictly increasing order"),
-        ([256, 128], r"^budgets=\[256, 128\] is not allowed: give them in strictly increasing order"),
-        ([0, 128], r"^budgets item=0"),
-        ([32, 256], r"^budgets=\[32, 256\] is not allowed: the first must be at least 64, the kept batch of"),
-    ],
-)
-def test_budgets_are_refused_unless_increasing_and_reachable_by_every_arm(budgets, message):
-    arms = arm_design.main_arms(TINY_DESIGN) + arm_design.pilot_arms(TINY_DESIGN)  # every kept batch: 64 samples
-    arm_design.check_budgets(arms, [64, 256])
-    with pytest.raises(ValueError, match=message):
-        arm_design.check_budgets(arms, budgets)
-
-
 # --- the screen's candidates ---
 def test_candidate_specs_give_tasks_levels_model_and_folder_name():
     one = candidates.parse(" arithmetic:3@128x3 ")
@@ -503,34 +402,6 @@ def test_candidate_specs_give_tasks_levels_model_and_folder_name():
 def test_bad_candidate_specs_are_refused_by_name(spec, message):
     with pytest.raises(ValueError, match=message):
         candidates.parse(spec)
-
-
-def screen_row(name: str, pass1: float, low_q: float, negative: float) -> dict:
-    return {"candidate": name, "plateau_pass1": pass1, "low_q_share": low_q, "share_negative_n16": negative}
-
-
-@pytest.mark.parametrize(
-    "rows, chosen, qualifying",
-    [
-        # both qualify: the mechanism wins over a larger low-q share
-        ([("a", 0.6, 0.30, 0.0), ("b", 0.5, 0.15, 0.1), ("c", 0.9, 0.5, 0.3)], "b", [True, True, False]),
-        # both qualify with the mechanism: the larger low-q share
-        ([("a", 0.6, 0.15, 0.1), ("b", 0.5, 0.25, 0.2)], "b", [True, True]),
-        # a qualifier without the mechanism beats a non-qualifier with it
-        ([("a", 0.95, 0.40, 0.5), ("b", 0.8, 0.10, 0.0)], "b", [False, True]),
-        # none qualifies: the closest (shortfall 0.05 + 0.05 against 0.15)
-        ([("a", 0.2, 0.30, 0.0), ("b", 0.9, 0.05, 0.0)], "b", [False, False]),
-        # a tie: the first listed
-        ([("a", 0.9, 0.05, 0.0), ("b", 0.9, 0.05, 0.0)], "a", [False, False]),
-    ],
-)
-def test_the_screen_chooses_a_qualifying_candidate_with_the_mechanism_else_the_closest(rows, chosen, qualifying):
-    table = pd.DataFrame([screen_row(*r) for r in rows])
-    out = ex.choose(table)
-    assert out.loc[out.chosen, "candidate"].tolist() == [chosen]
-    assert out["qualifies"].tolist() == qualifying
-    assert out["mechanism"].tolist() == [r[3] > 0 for r in rows]
-    pd.testing.assert_frame_equal(out[table.columns], table)  # the measures themselves untouched
 
 
 # --- statistics and the plateau test ---
@@ -656,349 +527,124 @@ def assert_same_weights(a_dir, b_dir) -> None:
         assert torch.equal(x, y), name
 
 
-# --- the experiment ---
-SEEDS = [0, 1]
-TINY_DESIGN = arm_design.ArmDesign(
-    prompts=4, base_lr=1e-3, rollouts=(16, 64), base_lr_rollouts=(), batch_control=False, lr_pilot_factors=(2.0,)
-)
-TINY_CANDIDATES = (candidates.parse("spell_backward:1@64x2"), candidates.parse("spell_backward:2@64x2"))
-TINY = dict(
-    candidates=TINY_CANDIDATES,
-    n_train=60,
-    n_test=12,
-    n_val=6,
-    warm_start_steps=100,  # enough for rewards of 0 and 1 within groups
-    warm_start_lr=3e-3,
-    phase1_prompts=4,
-    phase1_max_steps=4,
-    screen_max_steps=2,  # too short for the plateau test: the chosen candidate's phase 1 continues from here
-    eval_every=1,
-    plateau_rule=PlateauRule(window=2, alpha=0.05, min_rise=0.01),
-    design=TINY_DESIGN,
-    budgets=(128, 256),
-    max_rounds=2,
-    mini_batches=2,
-    temperature=1.0,
-    max_new_tokens=5,
-    protocol=EvalProtocol(4, 0.6, 0.95, 5),
-    q_prompts=8,
-    q_samples=16,
-    passk_samples=8,
-    passk_instances=4,
-    hard_below=1.0,
-    theory_prompts=2,
-    theory_samples=64,
-    theory_batches=2,
-    plateau_seeds=(0, 1),
-    second_plateau_seeds=2,
-)
-# the tiny design's arms: key -> (N, kept prompts per step, lr); every kept batch is 64 samples
-TINY_ARMS = {
-    "N16": (16, 4, 1e-3),
-    "N64": (64, 1, 1e-3),  # sqrt(64 x 1 / (16 x 4)) = 1
-    "N16_lr2x": (16, 4, 2e-3),
-    "N64_lr2x": (64, 1, 2e-3),
-}
-
-
-def tiny_settings(**changes) -> ex.ExperimentSettings:
-    return ex.ExperimentSettings(**{**TINY, **changes})
-
-
-@pytest.mark.parametrize(
-    "change, seeds, message",
-    [
-        (dict(design=dataclasses.replace(TINY_DESIGN, prompts=6)), SEEDS, r"^prompts=6 is not allowed"),
-        (dict(design=dataclasses.replace(TINY_DESIGN, rollouts=(32, 128))), SEEDS, r"^arm_rollouts=\[32, 128\]"),
-        (dict(design=dataclasses.replace(TINY_DESIGN, lr_pilot_factors=(1.0,))), SEEDS, r"^lr_pilot_factors"),
-        (dict(budgets=(256, 128)), SEEDS, r"^budgets=\[256, 128\] is not allowed: give them in strictly increasing"),
-        (dict(budgets=(32, 256)), SEEDS, r"^budgets=\[32, 256\] is not allowed: the first must be at least 64"),
-        (dict(max_rounds=0), SEEDS, r"^max_rounds=0"),
-        (dict(plateau_rule=PlateauRule(3, 0.05, 0.01)), SEEDS, r"^plateau_window=3 is not allowed: .* at most 2"),
-        (dict(plateau_rule=PlateauRule(2, 0.05, -0.1)), SEEDS, r"^plateau_min_rise=-0.1"),
-        (dict(screen_max_steps=8), SEEDS, r"^screen_max_steps=8 must not exceed phase1_max_steps=4"),
-        (dict(eval_every=3), SEEDS, r"^phase1_max_steps=4 must be a multiple of eval_every=3"),
-        (dict(candidates=()), SEEDS, r"^candidates is empty"),
-        (dict(candidates=TINY_CANDIDATES[:1] * 2), SEEDS, r"names a configuration twice"),
-        (dict(plateau_seeds=()), SEEDS, r"^plateau_seeds=\[\]"),
-        (dict(second_plateau_seeds=1), SEEDS, r"^second_plateau_seeds must be at least 2"),
-        (
-            dict(candidates=(candidates.parse("arithmetic:1@64x2"),), n_test=200),
-            SEEDS,
-            r"too few distinct instances for n_test=200 plus n_val=6",
-        ),
-        (dict(device="tpu"), SEEDS, r"^device='tpu'"),
-        ({}, [0], r"^seeds=\[0\] is not allowed: .* at least 2"),
-        ({}, [1, 1], r"^seeds=\[1, 1\] names a seed twice"),
-    ],
-)
-def test_bad_settings_are_refused_before_any_work(change, seeds, message, tmp_path):
-    with pytest.raises(ValueError, match=message):
-        ex.run(tiny_settings(**change), seeds, tmp_path / "runs", progress=False)
-    assert not (tmp_path / "runs").exists()
+# --- a tiny phase 1, and arms from its checkpoint ---
+PROTOCOL = EvalProtocol(4, 0.6, 0.95, 5)
+PHASE1_RULE = PlateauRule(window=2, alpha=0.05, min_rise=0.01)
+PHASE1_STEPS = (2, 4)  # a short cap first (as a screen's), then the longer one it continues to
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
-    """The whole experiment at the smallest settings: a screen of 2 candidates, 2 plateaus; at the first, ProRL
-    and N=64 under 2 seeds, the learning-rate grid (2x) on seed 0 and the grid's choice on seed 1; at the second,
-    ProRL and N=64 under 2 seeds; every run evaluated at budgets of 128 and 256 generated samples."""
-    root = tmp_path_factory.mktemp("laptop_rlvr")
-    settings = tiny_settings()
-    return settings, root, ex.run(settings, SEEDS, root, progress=False)
+def phase1_run(tmp_path_factory):
+    """A warm start and a phase 1 (ProRL: N=16 x 4 prompts, refilled for up to 2 rounds) at the smallest settings,
+    capped at 2 steps and then continued to its plateau or 4 steps: the start of the arms below."""
+    root = tmp_path_factory.mktemp("phase1")
+    train, held = tasks.make_split("spell_backward", 1, 60, 18, seed=0)
+    data = (train, held[:12], held[12:])  # training, test and validation instances
+    start = plateau.warm_start_model(candidates.shape(64, 2), train, 100, 3e-3, 0, root / "warm_start")
+    step = StepSettings(n_rollouts=16, temperature=1.0, max_new_tokens=5, mini_batches=2, max_rounds=2)
+    arm = ArmSettings("phase 1", step, 4, 1e-3, sample_budget=10**15, eval_every=1, checkpoint_every=1, seed=0)
+    capped = [plateau.phase1(start, *data[:2], arm, root / "phase1", PROTOCOL, PHASE1_RULE, k) for k in PHASE1_STEPS]
+    return root, arm, data, capped
 
 
-def chosen_folder(root, seed: int = 0):
-    return ex.plateau_folder(root, tiny_settings().chosen(root), seed)
+def test_phase1_continues_from_a_lower_step_cap_to_its_plateau(phase1_run):
+    root, arm, _, (first, record) = phase1_run
+    phase1 = root / "phase1"
+    assert first["step"] == first["cap"] == PHASE1_STEPS[0] and record["cap"] == PHASE1_STEPS[1]
+    assert record == json.loads((phase1 / plateau.PLATEAU).read_text())
+    m = pd.read_csv(phase1 / "metrics.csv")
+    assert m["step"].tolist() == list(range(record["step"] + 1))  # one run, no restart at the first cap
+    assert record["step"] == json.loads((phase1 / "checkpoint" / "state.json").read_text())["step"]
+    assert record["plateau"] or record["step"] == PHASE1_STEPS[1]
+    assert record["step"] >= first["step"]
+    for k in range(2 * PHASE1_RULE.window - 1, record["step"]):  # no earlier step was a plateau
+        earlier = plateau.smoothed_rise(phase1, PHASE1_RULE, upto=k)
+        assert earlier is None or not earlier["plateau"]
+    steps = m[m.step > 0]
+    assert (np.diff(m["samples"]) == steps["rounds"] * 16 * arm.prompts_per_step).all()
+    assert (steps["rounds"] <= arm.step.max_rounds).all()
 
 
-def snapshot(root) -> dict[str, tuple[int, bytes]]:
-    return {str(p.relative_to(root)): (p.stat().st_mtime_ns, p.read_bytes()) for p in root.rglob("*") if p.is_file()}
-
-
-def test_the_run_folder_holds_the_screen_the_plateaus_and_the_arms(tiny_run):
-    settings, root, _ = tiny_run
-    assert {p.name for p in root.iterdir()} == {ex.SETTINGS, ex.SCREEN, "configs"}
-    chosen = settings.chosen(root)
-    other = next(c for c in TINY_CANDIDATES if c != chosen)
-    assert {p.name for p in (root / "configs").iterdir()} == {c.key for c in TINY_CANDIDATES}
-    instances = pd.read_csv(ex.config_folder(root, chosen) / ex.INSTANCES)
-    assert instances["split"].value_counts().to_dict() == {"test": settings.n_test, "val": settings.n_val}
-    for p in settings.plateau_seeds:
-        folder = ex.plateau_folder(root, chosen, p)
-        for name in ("warm_start/config.json", ex.THEORY_SUPPORTS, ex.THEORY_BATCHES):
-            assert (folder / name).is_file(), name
-        phase1 = folder / ex.PHASE1
-        record = json.loads((phase1 / plateau.PLATEAU).read_text())
-        for name in ("arm.json", "metrics.csv", plateau.PLATEAU_EVAL, ex.FINAL_EVAL, "checkpoint/state.json"):
-            assert (phase1 / name).is_file(), name
-        assert (phase1 / f"regime_step{record['step']}.json").is_file()
-        for arm, seed in [(a.key, s) for q, a, s in ex.plan(settings, SEEDS, root) if q == p]:
-            run = folder / ex.ARMS / arm / f"seed{seed}"
-            assert {"arm.json", "metrics.csv", "done.json", ex.FINAL_EVAL} <= {f.name for f in run.iterdir()}
-            assert not (run / "checkpoint").exists()  # finished and evaluated: no weights kept
-    # the candidate not chosen was screened only: one plateau, no arms
-    assert [p.name for p in ex.config_folder(root, other).iterdir() if p.is_dir()] == ["plateau0"]
-    assert not (ex.plateau_folder(root, other, 0) / ex.ARMS).exists()
-
-
-def test_the_screen_measures_every_candidate_at_its_screen_plateau(tiny_run):
-    settings, root, _ = tiny_run
-    table = report.screen(root)
-    issue_columns = ["task", "difficulty", "model_params", "plateau_pass1", "low_q_share", "share_negative_n16"]
-    assert set(issue_columns + ["chosen", "qualifies", "mechanism"]) <= set(table.columns)
-    assert table["candidate"].tolist() == [c.key for c in TINY_CANDIDATES] and table["chosen"].sum() == 1
-    pd.testing.assert_frame_equal(ex.choose(table.drop(columns=["qualifies", "mechanism", "chosen"])), table)
-    assert table.loc[table.chosen, "candidate"].item() == settings.chosen(root).key
-    for c, row in zip(TINY_CANDIDATES, table.itertuples(index=False)):
-        assert row.model_params == tiny.parameter_count(c.model) and row.task == "spell_backward"
-        assert row.screen_steps <= settings.screen_max_steps
-        phase1 = ex.plateau_folder(root, c, 0) / ex.PHASE1
-        regime = json.loads((phase1 / f"regime_step{row.screen_steps}.json").read_text())
-        held = np.load(phase1 / f"pass1_step{row.screen_steps}.npy")
-        assert row.plateau_pass1 == pytest.approx(regime["pass1"]) == pytest.approx(held.mean())
-        assert row.low_q_share == pytest.approx(regime["low_q_share"]) and 0 <= row.low_q_share <= 1
-        assert row.share_negative_n16 == pytest.approx(regime["share_negative_n16"])
-        assert regime["q_zero_share"] + regime["low_q_share"] + regime["q_one_share"] <= 1 + 1e-12
-
-
-def test_phase1_continues_from_the_screen_to_its_plateau(tiny_run):
-    settings, root, metrics = tiny_run
-    screen_steps = int(report.screen(root).set_index("chosen").loc[True, "screen_steps"])
-    for p in settings.plateau_seeds:
-        phase1 = chosen_folder(root, p) / ex.PHASE1
-        m = pd.read_csv(phase1 / "metrics.csv")
-        record = json.loads((phase1 / plateau.PLATEAU).read_text())
-        assert m["step"].tolist() == list(range(record["step"] + 1))  # one run, no restart at the screen's end
-        assert record["step"] == json.loads((phase1 / "checkpoint" / "state.json").read_text())["step"]
-        assert record["plateau"] or record["step"] == settings.phase1_max_steps
-        if p == settings.plateau_seeds[0]:
-            assert record["step"] >= screen_steps
-        for k in range(2 * settings.plateau_rule.window - 1, record["step"]):  # no earlier step was a plateau
-            earlier = plateau.smoothed_rise(phase1, settings.plateau_rule, upto=k)
-            assert earlier is None or not earlier["plateau"]
-        steps = m[m.step > 0]
-        assert (np.diff(m["samples"]) == steps["rounds"] * 16 * settings.phase1_prompts).all()
-        assert (steps["rounds"] <= settings.max_rounds).all()
-    p1 = metrics[metrics.phase == 1]
-    assert set(p1["plateau"]) == set(settings.plateau_seeds) and set(p1["lr"]) == {TINY_DESIGN.base_lr}
-
-
-def test_a_phase1_cut_before_its_record_tests_first_and_recovers_a_cut_checkpoint_swap(tiny_run, tmp_path):
+def test_a_phase1_cut_before_its_record_tests_first_and_recovers_a_cut_checkpoint_swap(phase1_run, tmp_path):
     """Interrupted after its last chunk but before plateau.json: the resumed phase 1 decides before training
     (it must not train past its plateau), also when the interruption fell inside a checkpoint swap."""
-    settings, root, _ = tiny_run
-    source = chosen_folder(root) / ex.PHASE1
-    record = json.loads((source / plateau.PLATEAU).read_text())
-    train, test, _ = ex.split(settings, settings.chosen(root))
+    root, arm, (train, test, _), (_, record) = phase1_run
+    source = root / "phase1"
     for swap in (False, True):
         folder = tmp_path / f"phase1_{swap}"
         shutil.copytree(source, folder)
         (folder / plateau.PLATEAU).unlink()
         if swap:
             os.replace(folder / "checkpoint", folder / "checkpoint.old")
-        again = plateau.phase1(
-            chosen_folder(root) / "warm_start",
-            train,
-            test,
-            ex.phase1_arm(settings, 0),
-            folder,
-            settings.protocol,
-            settings.plateau_rule,
-            settings.phase1_max_steps,
-        )
+        again = plateau.phase1(root / "warm_start", train, test, arm, folder, PROTOCOL, PHASE1_RULE, PHASE1_STEPS[1])
         assert again == record and json.loads((folder / plateau.PLATEAU).read_text()) == record
         assert json.loads((folder / "checkpoint" / "state.json").read_text())["step"] == record["step"]
         pd.testing.assert_frame_equal(pd.read_csv(folder / "metrics.csv"), pd.read_csv(source / "metrics.csv"))
 
 
-def test_every_phase2_run_spends_its_budget_in_refilled_steps_of_its_designed_shape(tiny_run):
-    settings, root, metrics = tiny_run
-    planned = [(p, a.key, s) for p, a, s in ex.plan(settings, SEEDS, root)]
-    main = [(0, k, s) for s in SEEDS for k in ("N16", "N64")]  # seeds before the grid's arms
-    grid = [(0, k, 0) for k in ("N16_lr2x", "N64_lr2x")]
-    tuned = []
-    for arm in ex.paper_arms(settings):
-        factor = ex.best_factor(root, settings.chosen(root), 0, arm, settings.design, SEEDS[0])
-        assert factor in (1.0, 2.0)
-        tuned += [(0, f"{arm.key}_lr2x", 1)] if factor == 2.0 else []
-    further = [(1, k, s) for s in SEEDS for k in ("N16", "N64")]
-    assert planned == main + further + grid + tuned  # seeds and plateaus before the grid's arms
-    phase2 = metrics[metrics.phase == 2]
-    assert sorted(set(zip(phase2.plateau, phase2.arm, phase2.seed))) == sorted(planned)
-    last = settings.budgets[-1]
-    for p, key, seed in planned:
-        n, prompts, lr = TINY_ARMS[key]
-        folder = chosen_folder(root, p) / ex.ARMS / key / f"seed{seed}"
-        m = pd.read_csv(folder / "metrics.csv")
-        steps = m[m.step > 0]
-        done = json.loads((folder / "done.json").read_text())
-        assert done["samples"] == m["samples"].iloc[-1] >= last > m["samples"].iloc[-2]  # stops at the first step
-        # every round generates N x prompts samples; the kept batch is full unless the cap stopped the refill
-        assert (np.diff(m["samples"]) == steps["rounds"] * n * prompts).all(), key
-        assert steps["rounds"].between(1, settings.max_rounds).all()
-        assert (steps.loc[steps.capped == 0, "kept_samples"] == n * prompts).all()
-        assert (steps.loc[steps.capped == 1, "kept_samples"] < n * prompts).all()
-        assert (steps.loc[steps.capped == 1, "rounds"] == settings.max_rounds).all()
-        trained = steps[steps.updates > 0]
-        assert trained["grad_norm"].gt(0).all() and steps.loc[steps.updates == 0, "grad_norm"].isna().all()
-        recorded = json.loads((folder / "arm.json").read_text())
-        assert (recorded["step"]["n_rollouts"], recorded["prompts_per_step"]) == (n, prompts)
-        assert recorded["step"]["max_rounds"] == settings.max_rounds
-        assert recorded["lr"] == pytest.approx(lr, rel=1e-12) and recorded["eval_budgets"] == list(settings.budgets)
-        # evaluated at step 0 and at the first step reaching each budget, on the test and the validation split
-        want = [0] + [int(m.loc[m.samples >= b, "step"].iloc[0]) for b in settings.budgets]
-        assert m.dropna(subset=["pass1"])["step"].tolist() == want
-        assert [k for k, _ in plateau.pass1_files(folder)] == want == [k for k, _ in plateau.pass1_files(folder, "val")]
-        for k, path in plateau.pass1_files(folder):
-            values, row = np.load(path), m.set_index("step").loc[k]
-            assert values.shape == (settings.n_test,) and set(values * 4) <= set(range(5))  # k of 4 samples
-            assert row["pass1"] == pytest.approx(values.mean()) and row["pass1_se"] == pytest.approx(
-                standard_error(values)
-            )
-            assert np.load(folder / f"val_step{k}.npy").shape == (settings.n_val,)
-            assert row["val_pass1"] == pytest.approx(np.load(folder / f"val_step{k}.npy").mean())
-        rows = phase2[(phase2.plateau == p) & (phase2.arm == key) & (phase2.seed == seed)]
-        assert (rows["N"].iloc[0], rows["prompts"].iloc[0]) == (n, prompts) and rows["lr"].iloc[0] == pytest.approx(lr)
-    assert phase2["updates"].sum() > 0  # rewards of 0 and 1 in the same group: the arms did learn from something
-    # equal generated samples: at each budget every run is within one step (max_rounds rounds) of the widest arm
-    at = report.at_budgets(report.Run(settings, SEEDS, root, metrics))
-    spread = at.groupby(["plateau", "budget"])["samples"].agg(lambda s: s.max() - s.min())
-    assert (spread <= settings.max_rounds * 64).all()
-    # seed 0 evaluates with phase 1's seed: every seed-0 arm's step 0 is the plateau checkpoint's last evaluation
-    start = plateau.pass1_files(chosen_folder(root) / ex.PHASE1)[-1][1]
-    for key in TINY_ARMS:
-        np.testing.assert_array_equal(
-            np.load(chosen_folder(root) / ex.ARMS / key / "seed0" / "pass1_step0.npy"), np.load(start)
-        )
-
-
-def test_final_evaluations_hold_greedy_and_pass_at_k_counts(tiny_run, monkeypatch):
-    settings, root, _ = tiny_run
-    for p in settings.plateau_seeds:
-        folder = chosen_folder(root, p)
-        counts = np.load(folder / ex.PHASE1 / plateau.PLATEAU_EVAL)["counts"]
-        assert counts.shape == (settings.n_test,) and ((counts >= 0) & (counts <= settings.passk_samples)).all()
-        items = ex.hard_items(counts, settings)
-        np.testing.assert_array_equal(
-            items, np.flatnonzero(counts < settings.passk_samples)[: settings.passk_instances]
-        )
-        finals = [folder / ex.PHASE1] + [
-            folder / ex.ARMS / a.key / f"seed{s}" for q, a, s in ex.plan(settings, SEEDS, root) if q == p
-        ]
-        for final in finals:
-            with np.load(final / ex.FINAL_EVAL) as f:
-                assert set(f.files) == {"greedy", "items", "counts"}
-                assert f["greedy"].shape == (settings.n_test,) and set(f["greedy"]) <= {0, 1}
-                np.testing.assert_array_equal(f["items"], items)
-                assert f["counts"].shape == items.shape and f["counts"].dtype == np.int64
-                assert ((f["counts"] >= 0) & (f["counts"] <= settings.passk_samples)).all()
-                k1 = [stats.unbiased_pass_at_k(settings.passk_samples, int(c), 1) for c in f["counts"]]
-                np.testing.assert_allclose(k1, f["counts"] / settings.passk_samples)
-    # evaluation in chunks of EVAL_ROWS responses: greedy answers do not depend on the chunking
-    policy, tok = tiny.load(chosen_folder(root) / ex.PHASE1 / "checkpoint")
-    _, test, _ = ex.split(settings, settings.chosen(root))
+def test_evaluation_counts_do_not_depend_on_its_chunks(phase1_run, monkeypatch):
+    """Evaluation samples in chunks of at most EVAL_ROWS responses: greedy answers do not depend on the chunking,
+    and sampled counts are repeatable."""
+    root, _, (_, test, _), _ = phase1_run
+    policy, tok = tiny.load(root / "phase1" / "checkpoint")
+    whole = correct_counts(policy, tok, test, 1, PROTOCOL, 0, greedy=True)
+    assert whole.shape == (len(test),) and set(whole) <= {0, 1}
     monkeypatch.setattr(run_module, "EVAL_ROWS", 5)
-    greedy = correct_counts(policy, tok, test, 1, settings.protocol, 0, greedy=True)
-    np.testing.assert_array_equal(greedy, np.load(chosen_folder(root) / ex.PHASE1 / ex.FINAL_EVAL)["greedy"])
-    sampled = correct_counts(policy, tok, test, 4, settings.protocol, 3)
-    assert sampled.shape == (settings.n_test,) and sampled.max() <= 4
-    np.testing.assert_array_equal(sampled, correct_counts(policy, tok, test, 4, settings.protocol, 3))
+    np.testing.assert_array_equal(correct_counts(policy, tok, test, 1, PROTOCOL, 0, greedy=True), whole)
+    sampled = correct_counts(policy, tok, test, 4, PROTOCOL, 3)
+    assert sampled.shape == (len(test),) and sampled.max() <= 4
+    np.testing.assert_array_equal(sampled, correct_counts(policy, tok, test, 4, PROTOCOL, 3))
 
 
-def test_theorem1_on_real_batches(tiny_run):
-    from brorl_lib.rlvr import mass_balance
-    from brorl_lib.theory import formulas as theory
-
-    settings, root, _ = tiny_run
-    supports = pd.read_csv(chosen_folder(root) / ex.THEORY_SUPPORTS)
-    batches = pd.read_csv(chosen_folder(root) / ex.THEORY_BATCHES)
-    assert len(supports) == settings.theory_prompts
-    assert (supports["coverage"] > 0).all() and (supports["coverage"] <= 1 + 1e-9).all()
-    summary = mass_balance.summary(batches)
-    assert summary["N"].tolist() == list(ex.THEORY_ROLLOUTS)
-    assert (np.diff(summary["expected_u2"]) <= 1e-15).all()  # Corollary 3: falls with N
-    assert len(batches) == settings.theory_prompts * len(ex.THEORY_ROLLOUTS) * settings.theory_batches
-    # every batch's terms are Theorem 1's for that batch
-    rng = np.random.default_rng(0)
-    p = rng.dirichlet(np.ones(30))
-    correct = np.arange(30) < 10
-    rows = mass_balance.batch_quantities(p, correct, (4, 64), 3, np.random.default_rng(1))
-    again = mass_balance.batch_quantities(p, correct, (4, 64), 3, np.random.default_rng(1))
-    pd.testing.assert_frame_equal(rows, again)
-    sampled = np.zeros(30, dtype=bool)
-    sampled[np.random.default_rng(1).choice(30, size=4, p=p)] = True
-    mb = theory.mass_balance(p, correct, sampled, 1.0, -1.0)
-    assert rows.iloc[0]["delta_q"] == pytest.approx(theory.delta_q_theorem1(mb, 1.0, -1.0, 1.0, 4))
-    assert rows.iloc[0]["distinct"] == sampled.sum()
-
-
-def test_an_interrupted_arm_resumes_to_the_uninterrupted_result(tiny_run, tmp_path):
-    settings, root, _ = tiny_run
-    arm = next(a for a in arm_design.main_arms(settings.design) if a.key == "N16")
-    chosen = ex.arm_settings(settings, arm, 0)  # evaluated at each budget, refilled steps
-    train, test, val = ex.split(settings, settings.chosen(root))
-    start = chosen_folder(root) / ex.PHASE1 / "checkpoint"
-    kwargs = dict(protocol=settings.protocol, progress=False, validation=val)
-    cut = run_arm(start, train, test, chosen, tmp_path / "cut", max_steps=1, **kwargs)
+def test_an_interrupted_arm_resumes_to_the_uninterrupted_result(phase1_run, tmp_path):
+    """ProRL from the phase-1 checkpoint (its AdamW moments and generator), evaluated at budgets of 128 and 256
+    generated samples: every step spends refilled rounds of its shape, and a cut run resumes to the same result."""
+    root, phase1_arm, (train, test, val), _ = phase1_run
+    arm = ArmSettings("seed 0 ProRL N=16", phase1_arm.step, 4, 1e-3, 256, 0, 1, seed=0, eval_budgets=(128, 256))
+    start = root / "phase1" / "checkpoint"
+    kwargs = dict(protocol=PROTOCOL, progress=False, validation=val)
+    cut = run_arm(start, train, test, arm, tmp_path / "cut", max_steps=1, **kwargs)
     assert cut["step"].max() == 1 and not (tmp_path / "cut" / "done.json").exists()
-    run_arm(start, train, test, chosen, tmp_path / "cut", **kwargs)
-    whole = run_arm(start, train, test, chosen, tmp_path / "whole", **kwargs)
-    own = pd.read_csv(chosen_folder(root) / ex.ARMS / "N16" / "seed0" / "metrics.csv")
-    pd.testing.assert_frame_equal(whole.drop(columns=TIMING), own.drop(columns=TIMING))  # the experiment's own run
+    run_arm(start, train, test, arm, tmp_path / "cut", **kwargs)
+    whole = run_arm(start, train, test, arm, tmp_path / "whole", **kwargs)
     resumed = pd.read_csv(tmp_path / "cut" / "metrics.csv")
     assert whole["updates"].sum() > 0 and whole["step"].max() > 1
     pd.testing.assert_frame_equal(whole.drop(columns=TIMING), resumed.drop(columns=TIMING))
     assert_same_weights(tmp_path / "whole" / "checkpoint", tmp_path / "cut" / "checkpoint")
+    # every round generates N x prompts samples; the kept batch is full unless the cap stopped the refill
+    steps, full, rounds = whole[whole.step > 0], 16 * 4, arm.step.max_rounds
+    done = json.loads((tmp_path / "whole" / "done.json").read_text())
+    assert done["samples"] == whole["samples"].iloc[-1] >= 256 > whole["samples"].iloc[-2]  # stops at the first step
+    assert (np.diff(whole["samples"]) == steps["rounds"] * full).all() and steps["rounds"].between(1, rounds).all()
+    assert (steps.loc[steps.capped == 0, "kept_samples"] == full).all()
+    assert (steps.loc[steps.capped == 1, "kept_samples"] < full).all()
+    assert (steps.loc[steps.capped == 1, "rounds"] == rounds).all()
+    assert (
+        steps.loc[steps.updates > 0, "grad_norm"].gt(0).all()
+        and steps.loc[steps.updates == 0, "grad_norm"].isna().all()
+    )
+    # evaluated at step 0 and at the first step reaching each budget, on the test and the validation split
+    want = [0] + [int(whole.loc[whole.samples >= b, "step"].iloc[0]) for b in arm.eval_budgets]
+    assert whole.dropna(subset=["pass1"])["step"].tolist() == want
+    folder = tmp_path / "whole"
+    assert [k for k, _ in plateau.pass1_files(folder)] == want == [k for k, _ in plateau.pass1_files(folder, "val")]
+    for k, path in plateau.pass1_files(folder):
+        values, row = np.load(path), whole.set_index("step").loc[k]
+        assert values.shape == (len(test),) and set(values * 4) <= set(range(5))  # k of 4 samples
+        assert row["pass1"] == pytest.approx(values.mean()) and row["pass1_se"] == pytest.approx(standard_error(values))
+        assert row["val_pass1"] == pytest.approx(np.load(folder / f"val_step{k}.npy").mean())
+    # seed 0 evaluates with phase 1's seed: step 0 is the checkpoint's last evaluation
+    np.testing.assert_array_equal(
+        np.load(folder / "pass1_step0.npy"), np.load(plateau.pass1_files(root / "phase1")[-1][1])
+    )
 
 
-def test_arm_resumes_bit_for_bit_even_when_cut_during_a_checkpoint_swap(tiny_run, tmp_path):
-    run_settings, root, _ = tiny_run
-    train, test, val = ex.split(run_settings, run_settings.chosen(root))
+def test_arm_resumes_bit_for_bit_even_when_cut_during_a_checkpoint_swap(phase1_run, tmp_path):
+    root, _, (train, test, val), _ = phase1_run
     step = StepSettings(n_rollouts=4, max_new_tokens=5, max_rounds=2)
     settings = ArmSettings("arm", step, 4, 1e-3, 160, 2, 2, seed=5, eval_budgets=(40,))
     kwargs = dict(protocol=EvalProtocol(2, 0.6, 0.95, 5), progress=False, validation=val[:3])
-    start = chosen_folder(root) / "warm_start"  # no optimizer state: a fresh AdamW
+    start = root / "warm_start"  # no optimizer state: a fresh AdamW
     whole = run_arm(start, train, test, settings, tmp_path / "whole", **kwargs)
     assert whole["updates"].sum() > 0  # the arm trained, so resuming has something to reproduce
     assert whole["samples"].iloc[-1] >= 160 > whole["samples"].iloc[-2] and whole["step"].max() > 4
@@ -1018,194 +664,3 @@ def test_arm_resumes_bit_for_bit_even_when_cut_during_a_checkpoint_swap(tiny_run
     assert_same_weights(tmp_path / "whole" / "checkpoint", tmp_path / "cut" / "checkpoint")
     with pytest.raises(ValueError, match="no model at"):
         run_arm(tmp_path / "nowhere", train, test, settings, tmp_path / "other", **kwargs)
-
-
-def test_a_rerun_changes_nothing(tiny_run):
-    settings, root, metrics = tiny_run
-    before = snapshot(root)
-    again = ex.run(settings, SEEDS, root, progress=False)
-    assert snapshot(root) == before  # no file rewritten, not even with the same bytes
-    pd.testing.assert_frame_equal(metrics, again)
-    pd.testing.assert_frame_equal(metrics, ex.collect(settings, SEEDS, root))
-
-
-@pytest.mark.parametrize(
-    "change, differs",
-    [
-        (dict(warm_start_steps=101), "warm_start_steps"),
-        (dict(protocol=EvalProtocol(8, 0.6, 0.95, 5)), "protocol"),
-        (dict(n_test=10), "n_test"),
-        (dict(max_rounds=3), "max_rounds"),
-    ],
-)
-def test_a_changed_shared_setting_is_refused_by_name(tiny_run, change, differs):
-    settings, root, _ = tiny_run
-    before = snapshot(root)
-    with pytest.raises(ValueError, match=rf"holds a run with other settings \(differs in \['{differs}'\]\)"):
-        ex.run(tiny_settings(**change), SEEDS, root, progress=False)
-    assert snapshot(root) == before
-
-
-def test_a_phase2_change_keeps_the_plateaus_but_not_an_arm_run_with_other_settings(tiny_run):
-    settings, root, _ = tiny_run
-    before = snapshot(root)
-    first = chosen_folder(root) / ex.ARMS / "N16" / "seed0"
-    differs = r"\(differs in \['eval_budgets', 'sample_budget'\]\)"
-    with pytest.raises(ValueError, match=rf"^{re.escape(str(first))} holds an arm with other settings {differs}"):
-        ex.run(tiny_settings(budgets=(128, 512)), SEEDS, root, progress=False)  # the plateaus are accepted
-    # phase 1 also uses the design's base_lr: a phase-2-only change of it must not reuse phase 1
-    with pytest.raises(ValueError, match=r"phase1 holds phase 1 with other settings \(differs in \['lr'\]\)"):
-        ex.run(tiny_settings(design=dataclasses.replace(TINY_DESIGN, base_lr=2e-3)), SEEDS, root, progress=False)
-    assert snapshot(root) == before
-
-
-def test_the_micro_batch_is_not_part_of_a_folders_settings_but_the_update_is():
-    arm = ArmSettings("a", StepSettings(4, micro_batch=64), 4, 1e-3, 100, 0, 10, 0)
-    record = ex._as_record(arm)
-    assert "micro_batch" not in record["step"] and record["step"]["n_rollouts"] == arm.step.n_rollouts
-    other = dataclasses.replace(arm, step=dataclasses.replace(arm.step, micro_batch=8))
-    assert ex._as_record(other) == record
-    assert ex._as_record(dataclasses.replace(arm, step=dataclasses.replace(arm.step, n_rollouts=8))) != record
-
-
-# --- notebook 04's parameters ---
-def test_notebook_config_builds_the_experiment():
-    defaults = LaptopRLVRConfig.defaults()
-    cfg = LaptopRLVRConfig(**defaults)
-    settings = cfg.settings()
-    assert [c.spec for c in settings.candidates] == defaults["candidates"] and cfg.runs_path().is_absolute()
-    assert settings.protocol == EvalProtocol(16, 0.6, 0.95, defaults["max_new_tokens"])  # paper Appendix D
-    assert settings.plateau_rule == PlateauRule(
-        defaults["plateau_window"], defaults["plateau_alpha"], defaults["plateau_min_rise"]
-    )
-    assert settings.budgets == tuple(defaults["budgets"]) and settings.max_rounds == defaults["max_rounds"]
-    assert settings.plateau_seeds == tuple(defaults["plateau_seeds"])
-    assert settings.design == arm_design.ArmDesign(
-        defaults["prompts"],
-        defaults["base_lr"],
-        tuple(defaults["arm_rollouts"]),
-        tuple(defaults["base_lr_rollouts"]),
-        defaults["batch_control"],
-        tuple(defaults["lr_pilot_factors"]),
-    )
-
-
-@pytest.mark.parametrize(
-    "change, message",
-    [
-        # what issue 25 asks to refuse before any training, each naming its parameter
-        ({"plateau_window": 9, "phase1_max_steps": 16}, r"^plateau_window=9 is not allowed: .* allowed at most 8"),
-        ({"plateau_window": 7}, r"^plateau_window=7 is out of range"),
-        ({"budgets": [8192, 4096]}, r"^budgets=\[8192, 4096\] is not allowed: give them in strictly increasing"),
-        ({"budgets": [4096, 4096]}, r"^budgets=\[4096, 4096\] is not allowed: give them in strictly increasing"),
-        ({"budgets": [256, 8192]}, r"^budgets=\[256, 8192\] is not allowed: the first must be at least 512"),
-        ({"max_rounds": 0}, r"^max_rounds=0 is out of range"),
-        ({"band_edges": [0.5, 1.0]}, r"^band_edges=\[0.5, 1.0\] is not allowed: every edge lies in \(0, 1\)"),
-        ({"band_edges": [0.0, 0.5]}, r"^band_edges item=0.0 is not allowed"),
-        ({"band_edges": [0.5, 1.5]}, r"^band_edges item=1.5 is out of range"),
-        ({"band_edges": [0.5, 0.0625]}, r"^band_edges=\[0.5, 0.0625\] is not allowed: give them in increasing order"),
-        # and the rest of the declaration
-        ({"candidates": ["arithmetic:4@64x2"]}, r"^candidates item level of arithmetic=4"),
-        ({"candidates": ["x@64x2"]}, r"^candidates item='x@64x2' is not allowed: write"),
-        ({"candidates": "spell_backward:1@64x2"}, r"^candidates='spell_backward:1@64x2' is not allowed"),
-        ({"second_plateau_seeds": 3}, r"^second_plateau_seeds=3 is not allowed: at most len\(seeds\)=2"),
-        ({"screen_max_steps": 64, "phase1_max_steps": 32}, r"^screen_max_steps=64 must not exceed"),
-        ({"plateau_seeds": []}, r"^plateau_seeds=\[\] is not allowed"),
-        ({"arm_rollouts": [32, 512]}, r"^arm_rollouts=\[32, 512\] must include the ProRL arm's N=16"),
-        ({"seeds": [0, 0]}, r"^seeds=\[0, 0\] is not allowed: 0 is listed twice"),
-        ({"seeds": [0]}, r"^seeds=\[0\] is not allowed"),
-        ({"prompts": 6}, r"^prompts=6 is not allowed: must be a multiple of 4"),
-        ({"lr_pilot_factors": [1.0]}, r"^lr_pilot_factors must not contain 1"),
-        ({"eval_top_p": 0.0}, r"^eval_top_p=0.0 is not allowed"),
-        ({"runs_dir": " "}, r"^runs_dir=' ' is not allowed: expected a non-empty string"),
-    ],
-)
-def test_notebook_config_rejects_bad_parameters_by_name(change, message):
-    with pytest.raises(ValueError, match=message):
-        LaptopRLVRConfig(**{**LaptopRLVRConfig.defaults(), **change})
-
-
-# --- the report ---
-def test_pass1_bands_cover_zero_low_q_the_middle_and_solved():
-    edges = [1 / 16, 0.5]
-    labels = report.band_labels(edges)
-    assert labels == ["0", "(0, 0.0625)", "[0.0625, 0.5)", "[0.5, 1)", "1"]
-    q = np.array([0.0, 0.01, 0.0625, 0.3, 0.5, 0.99, 1.0])
-    assert report.assign_bands(q, edges).tolist() == [labels[i] for i in (0, 1, 2, 2, 3, 3, 4)]
-    three = report.band_labels([0.1, 0.3, 0.7])
-    assert len(three) == 6 and three[2] == "[0.1, 0.3)"
-    assert report.assign_bands(np.array([0.05, 0.2, 0.5, 0.8]), [0.1, 0.3, 0.7]).tolist() == three[1:5]
-
-
-def test_paper_pairs_put_table1_at_equal_samples_in_shares_of_remaining_error():
-    pairs = report.paper_pairs()
-    assert len(pairs) == 3 and set(pairs["class"]) == {"reported"}
-    # the longest ProRL row (+535 steps, 10.4M samples) against the BroRL row closest in samples (+107, 11.2M)
-    assert set(pairs["comparison"]) == {"BroRL +107 vs ProRL +535 steps"}
-    math_row = pairs.set_index("source").loc["paper Table 1 (math)"]
-    assert math_row["delta"] == pytest.approx((62.62 - 62.02) / 100)
-    assert math_row["remaining_error"] == pytest.approx(1 - 0.6169)
-    np.testing.assert_allclose(pairs["share_of_remaining"], pairs["delta"] / pairs["remaining_error"])
-    assert pairs["share_of_remaining"].between(0.01, 0.035).all()  # the paper's gains: 1-3% of the remaining error
-
-
-def test_report_tables_from_a_run(tiny_run):
-    """The verdict compares seed by seed at every budget and plateau; the other tables line up with the files."""
-    settings, root, metrics = tiny_run
-    run = report.Run(settings, SEEDS, root, metrics)
-    assert run.candidate == settings.chosen(root) and run.main == 0
-    verdict = report.verdict(run)
-    rule = verdict[verdict.comparison == "rule lr"]
-    combos = {(p, b) for p in settings.plateau_seeds for b in settings.budgets}
-    assert set(zip(rule.plateau, rule.budget)) == combos
-    assert set(rule.arm) == {"N16", "N64"} and set(rule.seeds) == {len(SEEDS)}
-    assert verdict["endpoint"].tolist() == (verdict["budget"] == settings.budgets[-1]).tolist()
-    at = report.at_budgets(run).set_index(["plateau", "budget", "arm", "seed"])["pass1"]
-    for row in rule[rule.arm != report.BASELINE].itertuples():
-        diffs = [at[(row.plateau, row.budget, row.arm, s)] - at[(row.plateau, row.budget, "N16", s)] for s in SEEDS]
-        assert row.delta_vs_prorl == pytest.approx(np.mean(diffs))  # paired per seed, the seed is the unit
-        assert row.ci_low <= row.delta_vs_prorl <= row.ci_high
-        assert row.verdict == report.direction(pd.Series(row._asdict()))
-    best = verdict[verdict.comparison == "best lr"]
-    assert len(best) == 2 and set(best.plateau) == {0} and set(best.budget) == {settings.budgets[-1]}
-    assert set(report.best_factors(run)) == {"N16", "N64"}
-    plateaus = report.plateau_table(run)
-    assert plateaus["plateau"].tolist() == list(settings.plateau_seeds)
-    for r in plateaus.itertuples(index=False):
-        record = json.loads((chosen_folder(root, r.plateau) / ex.PHASE1 / plateau.PLATEAU).read_text())
-        assert r.plateau_step == record["step"] and r.ended_by == ("plateau test" if record["plateau"] else "step cap")
-        assert r.continuation_samples >= settings.budgets[-1] and r.ci_low <= r.continuation_gain <= r.ci_high
-        assert r.confirmed == (r.continuation_gain < report.CONFIRM_SE * r.continuation_se)
-    bands = report.bands(run, [1 / 16, 0.5])
-    prorl = bands[bands.arm == report.BASELINE]
-    assert prorl["instances"].sum() == settings.n_test and (prorl["delta_vs_prorl"] == 0).all()
-    assert set(bands.band) <= set(report.band_labels([1 / 16, 0.5])) and set(bands.arm) == {"N16", "N64"}
-    table1 = report.table1(run)
-    assert table1["arm"].tolist() == ["N16", "N64"] and (table1["samples"] >= settings.budgets[-1]).all()
-    assert table1["kept_fraction"].between(0, 1).all()
-    throughput = report.throughput(run)
-    assert throughput["generation_rounds"].between(1, settings.max_rounds).all()
-    assert throughput["kept_fraction"].between(0, 1).all() and throughput["capped_steps"].between(0, 1).all()
-    grid = report.lr_grid(run)
-    assert len(grid) == 4 and grid.groupby("N")["chosen"].sum().tolist() == [1, 1] and grid["val_pass1"].notna().all()
-    curve = report.phase1_curve(run, 0)
-    assert curve["plateau"].sum() == 1 and curve["step"].iloc[0] == 0
-    checks = report.design_checks(run, report.screen(root), plateaus, verdict).set_index("check")
-    assert checks["met"].map(lambda v: isinstance(v, (bool, np.bool_))).all()
-    assert not checks.loc[f"seeds per arm >= {report.MIN_SEEDS} at the main plateau", "met"]  # 2 seeds here
-    assert checks.loc["equal generated samples at each budget (within one step of the widest arm)", "met"]
-    beside = report.beside_paper(run, verdict, plateaus)
-    laptop = beside[beside["class"] == "scaled-down"]
-    assert len(laptop) == len(settings.plateau_seeds) and len(beside) == len(laptop) + 3
-    np.testing.assert_allclose(laptop["share_of_remaining"], laptop["delta"] / laptop["remaining_error"])
-    greedy, passk = report.final_evals(run)
-    assert set(greedy["arm"]) == {ex.PHASE1, *metrics.loc[(metrics.phase == 2) & (metrics.plateau == 0), "arm"]}
-    assert passk["k"].max() <= settings.passk_samples and passk["pass_at_k"].dropna().between(0, 1).all()
-    assert report.greedy_table(run, greedy)["arm"].tolist() == ["N16", "N64"]
-    assert report.knowledge_shrinkage(run)[["dropped_pct", "improved_pct"]].stack().between(0, 100).all()
-    means = report.mean_curves(report.curves(run), settings.budgets)
-    assert set(means.budget) == {0, *settings.budgets} and (means["seeds"] <= len(SEEDS)).all()
-    assert set(report.stratum_curves(run)["budget"]) == set(settings.budgets)
-    assert report.protocol(run)["test_instances"].item() == settings.n_test
-    _, _, summary = report.theory_tables(run)
-    assert summary["N"].tolist() == list(ex.THEORY_ROLLOUTS)

@@ -348,8 +348,7 @@ def tiny_root(tmp_path_factory):
     s, p = tiny_study(), tiny_phase2()
     study.screen(s, root, progress=False)
     study.plateau_stage(s, root, progress=False)
-    quality = study.UpdateQualitySettings((4, 16), (64,), 2, (0.0, 0.5, 1.0), 16)
-    study.update_quality_stage(s, quality, root, progress=False)
+    study.update_quality_stage(s, CountdownStudyConfig().quality(), root, progress=False)  # the quick profile's
     p2.run(s, p, root, progress=False)
     return root
 
@@ -398,6 +397,83 @@ def test_every_planned_phase2_run_finished_with_its_accounting_and_fate(tiny_roo
     assert set(v["comparison"]) == {"N512 - N16", "N16 - plateau"} and (v["seeds"] == 2).all()
     iso = sr.isocompute(table, p.budgets)
     assert set(iso["n_rollouts"]) == {8, 32} and iso.groupby("n_rollouts")["best_lr"].any().all()
+
+
+def test_bands_pair_each_arm_with_prorl_per_plateau_band(tiny_root):
+    s, p = tiny_study(), tiny_phase2()
+    table = sr.at_budgets(p2.collect(s, p, tiny_root), p.budgets)
+    edges = [0.0, 0.01, 1.0]
+    bands = sr.bands(table, tiny_root, s, edges)
+    assert set(bands["arm"]) == {"N16", "N512", "N16_batch32", "N512_prompts4", "N512_kl"}
+    assert bands.groupby("arm")["prompts"].sum().eq(s.n_test).all()  # every held-out prompt in one band
+    base = study.folder(tiny_root, study.chosen(s, tiny_root)) / p2.ARMS
+    last = table[table["budget"] == p.budgets[-1]].set_index(["arm", "seed"])["step"]
+    start = np.load(base / "N16" / "seed0" / "pass1_step0.npy")
+    pick = uq.band_of(start, edges) == 0
+    d = [
+        np.load(base / a / f"seed{k}" / f"pass1_step{last[(a, k)]}.npy")[pick].mean()
+        for a in ("N512", "N16")
+        for k in (0, 1)
+    ]
+    row = bands[(bands["arm"] == "N512") & (bands["q_band"] == uq.band_labels(edges)[0])].iloc[0]
+    assert row["delta_vs_prorl"] == pytest.approx(np.mean(d[:2]) - np.mean(d[2:]))
+    assert bands.loc[bands["arm"] == "N16", "delta_vs_prorl"].isna().all()
+
+
+def test_the_best_update_and_the_best_n_are_read_off_their_tables():
+    summary = pd.DataFrame(
+        [dict(checkpoint="c", task="t", samples_per_update=64, q_band=band, n_rollouts=n, cosine=cos, delta_q=dq)
+         for band, n, cos, dq in (("all", 4, 0.2, 0.01), ("all", 16, 0.5, -0.01), ("[0, 0.5)", 4, 0.9, 0.9))]
+    )  # fmt: skip
+    best = sr.best_update(summary).iloc[0]
+    assert (best["best_N_cosine"], best["best_N_delta_q"]) == (16, 4)  # another band's larger values ignored
+    iso = pd.DataFrame(
+        [dict(budget=b, n_rollouts=n, lr_factor=1.0, seeds=3, pass1_mean=m, pass1_se=0.01, best_lr=best_lr)
+         for b, n, m, best_lr in ((1, 8, 0.3, True), (1, 32, 0.4, True), (1, 128, 0.9, False), (2, 8, 0.6, True),
+                                  (2, 32, 0.5, True))]
+    )  # fmt: skip
+    assert sr.best_n(iso)["n_rollouts"].tolist() == [32, 8]  # a multiple off the best lr never wins
+
+
+def test_the_notebook_reads_the_quick_study_back_and_writes_every_artifact(tiny_root, tmp_path, monkeypatch):
+    """Notebook 04 with its defaults (the quick profile) pointed at the finished tiny study: every cell runs,
+    every artifact is written, nothing is trained again."""
+    from brorl_lib.core.execute import execute
+    from brorl_lib.core.paths import NOTEBOOKS_DIR, OUTPUT_DIR_ENV
+
+    study.outside_check(tiny_study(), tiny_root)
+    before = sorted((p, p.stat().st_mtime_ns) for p in tiny_root.rglob("*") if p.is_file())
+    monkeypatch.setenv(OUTPUT_DIR_ENV, str(tmp_path / "figures"))
+    execute(NOTEBOOKS_DIR / "04_laptop_rlvr.ipynb", tmp_path / "nb.ipynb", {"runs_dir": str(tiny_root)}, NOTEBOOKS_DIR)
+    assert sorted((p, p.stat().st_mtime_ns) for p in tiny_root.rglob("*") if p.is_file()) == before
+    out = tmp_path / "figures"
+    for name in ("laptop_rlvr_screen", "laptop_rlvr_phase1", "laptop_rlvr_update_cosine", "fig1_laptop_rlvr",
+                 "laptop_rlvr_bands", "laptop_rlvr_isocompute", "laptop_rlvr_prompt_fate"):  # fmt: skip
+        assert (out / f"{name}.png").is_file(), name
+    quality = pd.read_csv(out / "laptop_rlvr_update_quality.csv", comment="#")
+    assert {"checkpoint", "task", "n_rollouts", "samples_per_update", "q_band", "cosine", "cosine_se", "delta_q",
+            "delta_q_se", "reps"} <= set(quality.columns)  # fmt: skip
+    iso = pd.read_csv(out / "laptop_rlvr_isocompute.csv", comment="#")
+    assert {"task", "n_rollouts", "budget", "lr_factor", "seeds", "pass1_mean", "pass1_se", "best_lr",
+            "lr_at_edge"} <= set(iso.columns)  # fmt: skip
+    for name in ("table1_laptop_rlvr", "table2_laptop_rlvr", "laptop_rlvr_verdict", "laptop_rlvr_prompt_fate"):
+        assert len(pd.read_csv(out / f"{name}.csv", comment="#")), name
+
+
+def test_the_explore_views_slice_the_finished_study_and_refuse_an_empty_choice(tiny_root):
+    from brorl_lib.rlvr import study_explorer
+
+    cfg = CountdownStudyConfig(runs_dir=str(tiny_root))
+    quality = study_explorer.quality_view(cfg)
+    assert quality.controls["checkpoint"].options == tuple(study.quality_checkpoints(tiny_study(), tiny_root))
+    drawn = quality.figure
+    quality.controls["bands"].value = ()
+    assert "bands=[] is not allowed" in quality.message.value and quality.figure is drawn  # the last figure stays
+    arms = study_explorer.arms_view(cfg)
+    arms.controls["arms"].value = ("BroRL N=512",)
+    assert [t.get_text() for t in arms.figure.axes[0].get_legend().get_texts()] == ["BroRL N=512 (n=2)"]
+    with pytest.raises(ValueError, match="no update-quality results"):
+        study_explorer.quality_summary(CountdownStudyConfig(runs_dir=str(tiny_root / "nothing")))
 
 
 def test_a_finished_study_reruns_nothing(tiny_root, monkeypatch):

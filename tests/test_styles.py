@@ -24,8 +24,8 @@ from brorl_lib.core.plotting import (
     pt,
     save_figure,
 )
-from brorl_lib.rlvr import plots as rlvr_plots
-from brorl_lib.rlvr import report as rlvr_report
+from brorl_lib.rlvr import study_plots as rlvr_plots
+from brorl_lib.rlvr import update_quality as uq
 from brorl_lib.simulator import plots as simulator_plots
 from brorl_lib.theory import plots as theory_plots
 
@@ -61,55 +61,63 @@ def _runs() -> pd.DataFrame:
 
 
 def _rlvr_tables() -> dict[str, pd.DataFrame]:
-    """Notebook 04's multi-panel and legend-heavy figures' frames: two plateaus, three budgets, four candidates
-    with the paper profile's long names, five bands."""
-    budgets = (65536, 131072, 262144)
-    verdict = pd.DataFrame(
-        [
-            {"plateau": p, "arm": arm, "label": label, "comparison": comparison, "budget": b}
-            | {"role": "paper", "n_rollouts": 512}
-            | {"delta_vs_prorl": d, "ci_low": d - 0.01, "ci_high": d + 0.01}
-            for p in (0, 1)
-            for arm, label, comparison in (
-                ("N512", "BroRL N=512", "rule lr"),
-                ("N512", "BroRL N=512", "best lr"),
-            )
-            for b, d in zip(budgets, (0.002, -0.004, 0.006))
-        ]
-    )
-    labels = rlvr_report.band_labels([1 / 16, 0.5])
-    bands = pd.DataFrame(
-        [
-            {"band": band, "arm": arm, "label": label, "role": "paper", "N": int(arm[1:]), "instances": 100 * (k + 1)}
-            | {"delta_vs_prorl": 0.01 * k, "ci_low": 0.01 * k - 0.02, "ci_high": 0.01 * k + 0.02}
-            for k, band in enumerate(labels)
-            for arm, label in (("N16", "ProRL N=16"), ("N512", "BroRL N=512"))
-        ]
-    )
+    """Notebook 04's multi-panel and legend-heavy figures' frames, at the paper profile's shapes: three candidates,
+    five q bands, the verdict and control arms with their long labels, five N at three budgets."""
+    keys = ["countdown4-h128x3", "countdown5-h128x3", "countdown5-h64x2"]
     screen = pd.DataFrame(
-        {
-            "candidate": [
-                "spell_backward:6@128x3",
-                "arithmetic:2@128x3",
-                "spell_backward:6+arithmetic:2@128x3",
-                "spell_backward:6+arithmetic:3@128x3",
-            ],
-            "plateau_pass1": [0.89, 0.02, 0.45, 0.40],
-            "low_q_share": [0.03, 0.36, 0.15, 0.20],
-            "share_negative_n16": [0.0, 0.004, 0.001, 0.0],
-            "chosen": [False, False, True, False],
-        }
+        {"candidate": keys, "pass1": [0.85, 0.42, 0.31], "low_q_share_exact": [0.04, 0.19, 0.12]}
+        | {"chosen": [False, True, False]}
     )
     steps = np.arange(0, 400, 10)
-    curve = pd.concat(
+    phase1 = pd.concat(
         [
-            pd.DataFrame({"step": steps, "pass1": 0.3 + 0.2 * (1 - np.exp(-steps / 100)) + 0.01 * p, "se": 0.01})
-            .assign(smoothed=lambda d: d["pass1"].rolling(8).mean(), plateau=(steps == 390).astype(int))
-            .assign(plateau_seed=p)
-            for p in (0, 1)
+            pd.DataFrame(
+                {"step": steps, "pass1": 0.3 + 0.2 * (1 - np.exp(-steps / 100)) + 0.05 * k, "se": 0.01}
+            ).assign(smoothed=lambda d: d["pass1"].rolling(8).mean(), candidate=key, chosen=k == 1)
+            for k, key in enumerate(keys)
         ]
     )
-    return {"verdict": verdict, "bands": bands, "screen": screen, "phase1": curve}
+    labels = uq.band_labels([0.0, 0.01, 0.0625, 0.5, 0.95, 1.0])
+    arms = [("N16", "ProRL N=16", 16), ("N512", "BroRL N=512", 512), ("N16_batch512", "batch-size control", 16)]
+    arms += [("N512_prompts64", "prompt-matched BroRL", 512), ("N512_kl", "KL-anchored BroRL, KL 0.001", 512)]
+    bands = pd.DataFrame(
+        [
+            {"q_band": band, "prompts": 100 * (k + 1), "arm": arm, "label": label, "N": n, "seeds": 5}
+            | {"change": 0.01 * k}
+            | (
+                {}
+                if arm == "N16"
+                else {"delta_vs_prorl": 0.01 * k, "ci_low": 0.01 * k - 0.02, "ci_high": 0.01 * k + 0.02}
+            )
+            for k, band in enumerate(labels)
+            for arm, label, n in arms
+        ]
+    )
+    budgets = (131072, 262144, 524288)
+    iso = pd.DataFrame(
+        [
+            {"budget": b, "n_rollouts": n, "lr_factor": 1.0, "seeds": 3, "pass1_mean": 0.4 + 0.01 * k + 0.001 * n}
+            | {"pass1_se": 0.01, "best_lr": True, "lr_at_edge": n == 512}
+            for k, b in enumerate(budgets)
+            for n in (8, 16, 32, 128, 512)
+        ]
+    )
+    points = [
+        ("early-step50", "countdown"),
+        ("plateau-step390", "countdown"),
+        ("spell_arith_plateau", "spell_backward"),
+    ]
+    quality = pd.DataFrame(
+        [
+            {"checkpoint": c, "task": t, "n_rollouts": n, "samples_per_update": s, "q_band": band}
+            | {"cosine": 0.1 * k - 0.02 * j, "cosine_se": 0.02, "delta_q": 0.001 * k, "delta_q_se": 0.0005}
+            for c, t in points
+            for s in (2048, 8192, 32768)
+            for j, n in enumerate((4, 16, 64, 128, 512))
+            for k, band in enumerate(labels + [uq.ALL])
+        ]
+    )
+    return {"screen": screen, "phase1": phase1, "bands": bands, "iso": iso, "quality": quality}
 
 
 # --- presets and style files ---
@@ -279,8 +287,7 @@ def _fig4_points() -> pd.DataFrame:
 def _figures():
     """Figure 3 (a row of three), Figure 2 (a layout of its own), the sign map (colour bars), notebook 05's
     Figure 4 (a 3 x 3 grid with long titles) and CPU run (a row with a legend below), and notebook 04's screen,
-    phase 1, bands and Δ-against-budget (a row of plateaus with a legend outside), each drawn from small or
-    committed data."""
+    phase 1, bands and IsoCompute (a row of two), each drawn from small or committed data."""
     from brorl_lib.theory import report as tr
     from brorl_lib.verl_recipe import plots as verl_plots
 
@@ -297,10 +304,11 @@ def _figures():
         "sign_map": lambda: theory_plots.sign_map(grid, points),
         "fig4_verl": lambda: verl_plots.figure4(fig4),
         "verl_cpu_run": lambda: verl_plots.cpu_run(verl_cpu),
-        "laptop_rlvr_delta_vs_budget": lambda: rlvr_plots.delta_vs_budget(rlvr["verdict"]),
-        "laptop_rlvr_bands": lambda: rlvr_plots.bands(rlvr["bands"]),
-        "laptop_rlvr_screen": lambda: rlvr_plots.screen(rlvr["screen"], (0.35, 0.85), 0.10),
+        "laptop_rlvr_screen": lambda: rlvr_plots.screen(rlvr["screen"]),
         "laptop_rlvr_phase1": lambda: rlvr_plots.phase1(rlvr["phase1"]),
+        "laptop_rlvr_bands": lambda: rlvr_plots.bands(rlvr["bands"]),
+        "laptop_rlvr_isocompute": lambda: rlvr_plots.isocompute(rlvr["iso"]),
+        "laptop_rlvr_update_cosine": lambda: rlvr_plots.update_quality(rlvr["quality"], "cosine"),
     }
 
 

@@ -269,24 +269,36 @@ def test_verifier_scores_and_the_pass_rule():
 
 
 def test_committed_laptop_runs_get_the_same_held_out_instances():
-    """The held-out test and validation instances of every committed laptop-scale configuration are generated
-    again, in the same order."""
-    from brorl_lib.rlvr import experiment as ex
-    from brorl_lib.rlvr.explorer import committed_config
+    """The held-out instances of every committed laptop-scale configuration (the countdown study's, and the earlier
+    design's whose training split ``study.previous_plateau`` draws again) are generated again, in the same order."""
+    from brorl_lib.rlvr import study
+    from brorl_lib.rlvr.candidates import Candidate
+    from brorl_lib.rlvr.model import TinyModelShape
 
-    cfg = committed_config()
-    settings, checked = cfg.settings(), 0
-    for candidate in settings.candidates:
-        path = ex.config_folder(cfg.runs_path(), candidate) / ex.INSTANCES
-        if path.exists():
+    checked, splits = 0, {}  # a task's split, made once for every configuration that trains on it
+    for runs in (REPO_ROOT / "data" / "runs" / "laptop_rlvr_countdown", REPO_ROOT / study.PREVIOUS_RUNS):
+        shared = json.loads((runs / "settings.json").read_text())
+        for c in shared["candidates"]:
+            key = Candidate(tuple(c["tasks"]), tuple(c["difficulties"]), TinyModelShape(**c["model"])).key
+            path = runs / "configs" / key / study.INSTANCES
+            if not path.exists():
+                continue
             want = pd.read_csv(path, dtype=str, keep_default_na=False)
-            _, test, val = ex.split(settings, candidate)
-            got = [(i.task, i.prompt, i.answer, "test") for i in test] + [
-                (i.task, i.prompt, i.answer, "val") for i in val
-            ]
-            assert len(test) >= 1000 and got == list(want.itertuples(index=False, name=None))
+            test, val = [], []  # every task's test instances, then every task's validation instances
+            for task, level in zip(c["tasks"], c["difficulties"]):
+                args = (task, level, shared["n_train"], shared["n_test"] + shared["n_val"], study.SPLIT_SEED)
+                if args not in splits:
+                    splits[args] = laptop.make_split(*args)[1]
+                held = splits[args]
+                test += [(task, i.prompt, i.answer, "test") for i in held[: shared["n_test"]]]
+                val += [(task, i.prompt, i.answer, "val") for i in held[shared["n_test"] :]]
+            got = pd.DataFrame(test + val, columns=["task", "prompt", "answer", "split"])
+            if "split" not in want:  # the countdown study writes its test instances only
+                got = got[got["split"] == "test"]
+            assert len(want) >= 500  # the committed runs are at the paper profile's scale, not a quick one
+            pd.testing.assert_frame_equal(got[list(want.columns)].reset_index(drop=True), want, check_dtype=False)
             checked += 1
-    assert checked >= 1
+    assert checked >= 2
 
 
 def test_every_part_draws_its_entries_from_the_one_generator():

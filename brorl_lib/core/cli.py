@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -94,7 +95,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     report.add_argument("path", type=Path, nargs="?", default=LAYOUT_REPORT, help=f"default {LAYOUT_REPORT}")
 
-    refresh = sub.add_parser("refresh", help="re-execute notebooks/ in place with their defaults")
+    refresh = sub.add_parser(
+        "refresh", help="re-execute notebooks/ in place with their committed profile (the defaults, or nb 04: paper)"
+    )
     refresh.add_argument("names", nargs="*", help="notebook names (default: all)")
     return ap
 
@@ -274,8 +277,9 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_status(args.out, args.check)
         names = args.names or [nb.name for nb in NOTEBOOKS]
         for spec in [get_notebook(n) for n in names]:
-            print(f"refreshing {spec.path.name}", flush=True)
-            refresh_notebook(spec.path)
+            given = plan_run(spec, spec.committed_profile).parameters if spec.committed_profile != "quick" else {}
+            print(f"refreshing {spec.path.name} ({spec.committed_profile} profile)", flush=True)
+            refresh_notebook(spec.path, parameters=json.loads(json.dumps(given)))
         return 0
     except (ValueError, NotebookFailed) as err:
         print(f"error: {err}", file=sys.stderr)

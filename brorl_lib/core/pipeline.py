@@ -302,11 +302,16 @@ def write_parameters_cell(path: Path, source: str) -> bool:
     return True
 
 
-def refresh_notebook(path: Path, log_output: bool = False) -> None:
-    """Re-execute a committed notebook in place with its own defaults (what nbval checks)."""
+def refresh_notebook(path: Path, log_output: bool = False, parameters: dict | None = None) -> None:
+    """Re-execute a committed notebook in place (what nbval checks): with its own defaults, or with
+    ``parameters`` injected as papermill does (the committed profile's, where it is not the defaults)."""
     tmp = BUILD_DIR / "refresh" / path.name
     tmp.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "brorl_lib.core.execute", str(path), str(tmp), "--cwd", str(path.parent)]
+    if parameters:
+        values = tmp.with_suffix(".yaml")
+        atomic.write_text(values, yaml.safe_dump(parameters, sort_keys=False))
+        cmd += ["--parameters", str(values)]
     if log_output:
         cmd.append("--log-output")
     subprocess.run(cmd, check=True, env=_kernel_env())

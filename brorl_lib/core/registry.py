@@ -16,6 +16,7 @@ class NotebookSpec:
     config: str  # "module:Class" of its NotebookConfig
     data_files: tuple[str, ...] = ()  # glob patterns, relative to the repository root
     timeout_s: int = 1800  # default wall-clock limit for one run; profiles may override
+    committed_profile: str = "quick"  # the profile whose outputs notebooks/ carries (and nbval re-checks)
     directory: Path = NOTEBOOKS_DIR
 
     @property
@@ -51,10 +52,16 @@ NOTEBOOKS: tuple[NotebookSpec, ...] = (
     ),
     NotebookSpec(
         name="04_laptop_rlvr",
-        title="The LLM experiment at laptop scale: tiny LM, N=16 vs N=512 at equal samples (Figures 1/4, Tables 1/2)",
-        config="brorl_lib.rlvr.config:LaptopRLVRConfig",
-        data_files=("data/paper/settings.csv", "data/paper/table1_efficiency.csv"),
+        title="The LLM experiment at laptop scale: countdown, exact q, update quality, ProRL vs BroRL, IsoCompute",
+        config="brorl_lib.rlvr.study_config:CountdownStudyConfig",
+        data_files=(
+            "data/runs/laptop_rlvr_countdown/**/*",
+            "data/runs/laptop_rlvr_countdown_gpu_rows/**/*",
+            "data/runs/laptop_rlvr/settings.json",
+            "data/runs/laptop_rlvr/screen.csv",
+        ),
         timeout_s=3600,
+        committed_profile="paper",  # read back from the committed runs in seconds; the quick profile trains
     ),
     NotebookSpec(
         name="05_verl_training",

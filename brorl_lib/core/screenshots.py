@@ -24,16 +24,13 @@ from brorl_lib.core.registry import get_notebook
 
 SHOTS_DIR = REPO_ROOT / "docs" / "screenshots"
 REFRESH = "make screenshots"
-DEFAULT_PROFILE = "quick"  # the notebook's own defaults: every cell runs in seconds to minutes
-# notebooks photographed with another profile (none: notebook 04's quick profile trains in about a minute, and
-# its explorer shows that run while the committed paper-profile run is unfinished)
-PROFILES: dict[str, str] = {}
 PAGES = ("README.md", "docs/*.md", "notebooks/*.ipynb")  # what the README and the book show
 _IMAGE = re.compile(r"(?:!\[[^\]]*\]\(\s*<?|src=[\"'])([^)\s>\"']*screenshots/([\w.-]+)\.png)")
 
 
 def profile_of(notebook: str) -> str:
-    return PROFILES.get(notebook, DEFAULT_PROFILE)
+    """The profile a notebook is photographed with: the one its committed outputs carry."""
+    return get_notebook(notebook).committed_profile
 
 
 def parameters_of(notebook: str) -> dict[str, object]:

@@ -33,7 +33,7 @@ def token_level_rewards(rewards: torch.Tensor, response_mask: torch.Tensor) -> t
     """An outcome reward placed on each response's last token (verl's convention)."""
     out = torch.zeros_like(response_mask, dtype=torch.float32)
     last = response_mask.sum(1).clamp(min=1) - 1
-    out[torch.arange(len(rewards)), last] = rewards.float()
+    out[torch.arange(len(rewards), device=out.device), last] = rewards.float()
     return out
 
 

@@ -1,17 +1,14 @@
-"""From a warm start to a plateau, and what the plateau looks like.
+"""From a warm start to a plateau.
 
 Phase 1 trains ProRL (N=16) in chunks of ``eval_every`` steps. It ends when held-out pass@1, smoothed over
 ``window`` evaluations, stops rising: per instance, the mean over the last ``window`` evaluations against the
 mean over the ``window`` before them, a one-sided paired t-test across instances of a rise above ``min_rise``
-(the two windows share no evaluation, so the test is sound). At the plateau checkpoint ``regime`` measures
-what the paper's argument needs: held-out pass@1, the share of training prompts whose correct mass q lies in
-(0, 1/16) (prompts a group of 16 rarely samples right and a group of 512 usually does), and Theorem 1's share
-of negative changes of the correct mass at N=16 on the model's own responses.
+(the two windows share no evaluation, so the test is sound). What the plateau looks like (the regime the paper's
+argument needs, and its gates) is measured by ``study.regime``.
 """
 
 from __future__ import annotations
 
-import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,15 +17,14 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from brorl_lib.core import atomic, stats
-from brorl_lib.rlvr import mass_balance, warm_start
 from brorl_lib.rlvr import model as tiny
-from brorl_lib.rlvr.run import CHECKPOINT, ArmSettings, EvalProtocol, correct_counts, recover_checkpoint, run_arm
+from brorl_lib.rlvr import warm_start
+from brorl_lib.rlvr.run import CHECKPOINT, ArmSettings, EvalProtocol, recover_checkpoint, run_arm
 from brorl_lib.rlvr.tasks import LaptopInstance
 from brorl_lib.rlvr.tokenizer import build_tokenizer
 
-PLATEAU, PLATEAU_EVAL = "plateau.json", "plateau_eval.npz"
+PLATEAU = "plateau.json"
 WARM_START_BATCH = 32  # supervised examples per warm-start step (our choice)
-LOW_Q = 1 / 16  # the low-q band's upper edge: below it a group of 16 holds a correct response less than 64% of the time
 
 
 @dataclass(frozen=True)
@@ -127,79 +123,3 @@ def phase1(
             return record
         chunk = min(arm.eval_every, max_steps - done)
         run_arm(start, train, test, arm, folder, protocol, chunk, False, device, scorer=scorer, keep_every=keep_every)
-
-
-def low_q_share(
-    model,
-    tok,
-    train: list[LaptopInstance],
-    prompts: int,
-    samples: int,
-    temperature: float,
-    max_new_tokens: int,
-    seed: int,
-) -> dict:
-    """Correct mass q of ``prompts`` training prompts (seeded choice), estimated from ``samples`` draws at the
-    rollout temperature: the shares of prompts with q = 0, 0 < q < 1/16, and q = 1."""
-    rng = np.random.default_rng(seed)
-    picks = rng.choice(len(train), size=min(prompts, len(train)), replace=False)
-    protocol = EvalProtocol(samples, temperature, 1.0, max_new_tokens)
-    q = correct_counts(model, tok, [train[i] for i in sorted(picks)], samples, protocol, seed) / samples
-    return {
-        "q_zero_share": float((q == 0).mean()),
-        "low_q_share": float(((q > 0) & (q < LOW_Q)).mean()),
-        "q_one_share": float((q == 1).mean()),
-        "mean_q": float(q.mean()),
-    }
-
-
-def regime(
-    folder: Path,
-    train: list[LaptopInstance],
-    q_prompts: int,
-    q_samples: int,
-    theory: mass_balance.MassBalanceSettings,
-    device: str = "cpu",
-    batches=None,
-) -> dict:
-    """What the paper's argument needs, at the checkpoint in ``folder``: held-out pass@1 (its last evaluation),
-    the low-q share of training prompts, and Theorem 1's share of negative changes at each of ``theory.rollouts``.
-    Saved as regime_step<k>.json and read back when called again at the same checkpoint."""
-    step = json.loads((folder / CHECKPOINT / "state.json").read_text())["step"]
-    path = folder / f"regime_step{step}.json"
-    if path.exists():
-        return json.loads(path.read_text())
-    model, tok = tiny.load(folder / CHECKPOINT, device)
-    model.eval()
-    held = np.load(pass1_files(folder)[-1][1])
-    q = low_q_share(model, tok, train, q_prompts, q_samples, theory.temperature, theory.max_new_tokens, theory.seed)
-    if batches is None:  # else Theorem 1's batches at this checkpoint, already computed with ``theory``
-        _, batches = mass_balance.analyse(model, tok, train, theory)
-    negative = mass_balance.summary(batches).set_index("N")["share_negative"]
-    record = {
-        "step": step,
-        "pass1": float(held.mean()),
-        "pass1_se": float(held.std(ddof=1) / np.sqrt(held.size)),
-        **q,
-        **{f"share_negative_n{n}": float(v) for n, v in negative.items()},
-    }
-    atomic.write_text(path, json.dumps(record, indent=2))
-    return record
-
-
-def plateau_counts(
-    folder: Path, test: list[LaptopInstance], samples: int, protocol: EvalProtocol, seed: int, device: str = "cpu"
-) -> np.ndarray:
-    """Correct responses out of ``samples`` per held-out instance at the plateau checkpoint (the evaluation's
-    temperature and top-p): the plateau's pass@1 bands and pass@k. Saved once as plateau_eval.npz."""
-    path = folder / PLATEAU_EVAL
-    if not path.exists():
-        model, tok = tiny.load(folder / CHECKPOINT, device)
-        counts = correct_counts(model, tok, test, samples, protocol, seed)
-        buffer = io.BytesIO()
-        np.savez(buffer, counts=counts, samples=np.int64(samples))
-        atomic.write_bytes(path, buffer.getvalue())
-    data = np.load(path)
-    if int(data["samples"]) != samples:
-        raise ValueError(f"{path} holds counts of {int(data['samples'])} samples, not passk_samples={samples}")
-    return data["counts"]

@@ -302,6 +302,9 @@ def plateau_stage(settings: StudySettings, root: Path, progress: bool = True) ->
     return record
 
 
+QUALITY_STAGES = ("early", "mid", "plateau")  # the phase-1 checkpoints of the update-quality grid
+
+
 @dataclass(frozen=True)
 class UpdateQualitySettings:
     rollouts: tuple[int, ...]  # N of each update
@@ -309,12 +312,16 @@ class UpdateQualitySettings:
     reps: int
     q_bands: tuple[float, ...]  # edges of the exact-q bands
     measured_prompts: int  # training prompts whose q the updates are judged by (seeded choice)
-    stages: tuple[str, ...] = ("early", "mid", "plateau")
+    stages: tuple[str, ...] = QUALITY_STAGES  # which checkpoints, in this order (the order is execution only)
 
     def check(self) -> None:
         from brorl_lib.rlvr import update_quality as uq
 
         uq.check_bands(list(self.q_bands))
+        if not self.stages or len(set(self.stages)) != len(self.stages) or not set(self.stages) <= set(QUALITY_STAGES):
+            raise ValueError(
+                f"stages={list(self.stages)} is not allowed: give distinct names among {list(QUALITY_STAGES)}"
+            )
         check_int("update_reps", self.reps, low=2)
         check_int("measured_prompts", self.measured_prompts, low=2)
         for s in self.samples:
@@ -349,9 +356,10 @@ def quality_checkpoints(settings: StudySettings, root: Path) -> dict[str, Path]:
 def update_quality_stage(
     settings: StudySettings, quality: UpdateQualitySettings, root: Path, extra: dict | None = None, progress=True
 ):
-    """The update-quality grid at the chosen phase 1's checkpoints (and ``extra``: name -> (checkpoint, training
-    prompts, measured prompts per task, learning rate of S samples)), saved under ``update_quality/``; the learning
-    rate of an update of S samples is phase 1's by the square-root rule; returns the raw rows."""
+    """The update-quality grid at the chosen phase 1's checkpoints of ``quality.stages``, in that order (and
+    ``extra``: name -> (checkpoint, training prompts, measured prompts per task, learning rate of S samples)),
+    saved under ``update_quality/``; the learning rate of an update of S samples is phase 1's by the square-root
+    rule; returns the raw rows (of those checkpoints and ``extra``)."""
     import math
 
     from brorl_lib.rlvr import update_quality as uq
@@ -364,10 +372,9 @@ def update_quality_stage(
     def lr_of(s: int) -> float:
         return settings.base_lr * math.sqrt(s / (BASE_N * settings.phase1_prompts))
 
-    points = {
-        name: (path, train, {"countdown": measured}, lr_of)
-        for name, path in quality_checkpoints(settings, root).items()
-    }
+    found = quality_checkpoints(settings, root)
+    name_of = {name.split("-")[0]: name for name in found}  # "plateau-step390" -> stage "plateau"
+    points = {name_of[s]: (found[name_of[s]], train, {"countdown": measured}, lr_of) for s in quality.stages}
     return uq.run_grid(
         points | (extra or {}),
         list(quality.q_bands),
@@ -414,17 +421,26 @@ PREVIOUS_RUNS = Path("data/runs/laptop_rlvr")  # the earlier design's committed 
 PREVIOUS_NAME = "spell_arith_plateau"  # its checkpoint's name in the update-quality tables
 
 
+def _previous(runs: Path) -> Path:
+    from brorl_lib.core.paths import REPO_ROOT
+
+    return runs if Path(runs).is_absolute() else REPO_ROOT / runs
+
+
+def previous_key(runs: Path = PREVIOUS_RUNS) -> str:
+    """The earlier design's chosen candidate (its key): the model its plateau checkpoint is."""
+    return str(pd.read_csv(_previous(runs) / SCREEN).query("chosen")["candidate"].iloc[0])
+
+
 def previous_plateau(measured_prompts: int, runs: Path = PREVIOUS_RUNS) -> dict:
     """The earlier design's committed plateau checkpoint as one more update-quality point, read from its own
     records: its chosen candidate's tasks, its training split, and its phase 1's learning rate and prompts for
     the square-root rule; ``measured_prompts`` seeded training prompts per task."""
     import math
 
-    from brorl_lib.core.paths import REPO_ROOT
-
-    runs = runs if Path(runs).is_absolute() else REPO_ROOT / runs
+    runs = _previous(runs)
     shared = json.loads((runs / "settings.json").read_text())
-    key = pd.read_csv(runs / SCREEN).query("chosen")["candidate"].iloc[0]
+    key = previous_key(runs)
     cand = next(
         c
         for c in shared["candidates"]

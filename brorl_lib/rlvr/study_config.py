@@ -16,6 +16,7 @@ from brorl_lib.rlvr.run import EvalProtocol
 
 MAX_N = 8192  # our bound on N: 16x the paper's 512
 MAX_SAMPLES = 1 << 20  # our bound on generated samples per update or step (memory of one generation batch)
+MAX_GRID = 16  # our bound on the values of one grid axis (N, S, budgets, learning-rate multiples)
 
 
 @dataclass(frozen=True)
@@ -35,9 +36,11 @@ class CountdownStudyConfig(NotebookConfig):
     warm_start_lr: float = param(3e-3, "AdamW learning rate of the warm start", **LEARNING_RATE)
     phase1_prompts: int = param(8, "kept prompts per phase-1 step (N 16)", low=1, high=4096)
     screen_max_steps: int = param(4, "each candidate's phase 1 in the screen stops here", low=1, high=100_000)
-    phase1_max_steps: int = param(8, "the chosen candidate's phase 1 stops here if no plateau came first", low=1)
+    phase1_max_steps: int = param(8, "the chosen candidate's phase 1 stops here if no plateau came first", low=1,
+                                 high=100_000)  # fmt: skip
     eval_every: int = param(1, "phase-1 steps between exact held-out evaluations", low=1, high=100_000)
-    snapshot_every: int = param(1, "phase-1 steps between kept checkpoints (the update-quality stages)", low=1)
+    snapshot_every: int = param(1, "phase-1 steps between kept checkpoints (the update-quality stages)", low=1,
+                               high=100_000)  # fmt: skip
     plateau_window: int = param(2, "evaluations per window of the plateau test (two are compared)", low=2, high=1000)
     plateau_alpha: float = param(0.05, "plateau once the smoothed rise is not significant at this level", low=0.0)
     plateau_min_rise: float = param(0.01, "a smoothed rise below this counts as flat (our choice)", low=0.0, high=1.0)
@@ -52,29 +55,42 @@ class CountdownStudyConfig(NotebookConfig):
         [0.0, 0.01, 0.0625, 0.5, 0.95, 1.0], "edges of the exact-q bands, increasing, in [0, 1]", low=0.0, high=1.0
     )
     measured_prompts: int = param(16, "training prompts whose exact q judges each update", low=2, high=100_000)
-    update_rollouts: list[int] = param([4, 16], "N of the update-quality grid", low=2, high=MAX_N, distinct=True)
+    update_rollouts: list[int] = param([4, 16], "N of the update-quality grid", low=2, high=MAX_N, distinct=True,
+                                  max_items=MAX_GRID)  # fmt: skip
     update_samples: list[int] = param(
-        [64], "S: generated samples per update in the grid, each a multiple of every N", low=2, high=MAX_SAMPLES
+        [64],
+        "S: generated samples per update in the grid, each a multiple of every N",
+        low=2,
+        high=MAX_SAMPLES,
+        max_items=MAX_GRID,
     )
     update_reps: int = param(2, "repetitions of each update-quality cell", low=2, high=1000)
     previous_plateau: bool = param(False, "also measure the earlier design's committed plateau (spell + arithmetic)")
     prompts: int = param(4, "P: ProRL's kept prompts per step; BroRL takes P/4", low=4, high=4096, multiple_of=4)
     budgets: list[int] = param(
-        [2048, 4096], "generated samples at which every phase-2 run is evaluated, increasing", low=1, high=10**9
+        [2048, 4096],
+        "generated samples at which every phase-2 run is evaluated, increasing",
+        low=1,
+        high=10**9,
+        max_items=MAX_GRID,
     )
     seeds: list[int] = param([0, 1], "phase-2 seeds, the unit of the test", low=0, high=SEED_MAX, distinct=True,
                              min_items=2, max_items=MAX_SEEDS)  # fmt: skip
     iso_samples: int = param(256, "G: generated samples per IsoCompute step", low=2, high=MAX_SAMPLES)
-    iso_rollouts: list[int] = param([8, 32], "N of the IsoCompute grid", low=2, high=MAX_N, distinct=True)
+    iso_rollouts: list[int] = param([8, 32], "N of the IsoCompute grid", low=2, high=MAX_N, distinct=True,
+                                 max_items=MAX_GRID)  # fmt: skip
     iso_lr_factors: list[float] = param(
         [0.5, 1.0, 2.0], "multiples of the rule's learning rate in the IsoCompute grid, increasing", low=0.01,
-        high=100.0, distinct=True, min_items=3,
+        high=100.0, distinct=True, max_items=MAX_GRID,
     )  # fmt: skip
     iso_seeds: int = param(2, "seeds of each N's best IsoCompute learning rate", low=1, high=MAX_SEEDS)
     control_seeds: int = param(1, "seeds of the controls (0: none)", low=0, high=MAX_SEEDS)
     kl_coef: float = param(0.01, "KL weight of the KL-anchored BroRL control", low=0.0, low_open=True, high=100.0)
     runs_dir: str = param("build/runs/laptop_rlvr_countdown_quick", "results folder, relative to the repository root",
                           nonempty=True)  # fmt: skip
+    gpu_rows_dir: str = param(
+        "", "a finished GPU row set of the update-quality grid (rlvr.study_gpu), shown beside these rows; empty: none"
+    )
     device: str = param("cpu", "where the model trains and samples (cuda needs a visible GPU)", choices=("cpu", "cuda"))
 
     def check_together(self) -> None:
@@ -131,5 +147,12 @@ class CountdownStudyConfig(NotebookConfig):
         )
 
     def runs_path(self) -> Path:
-        path = Path(self.runs_dir)
-        return path if path.is_absolute() else REPO_ROOT / path
+        return _in_repository(self.runs_dir)
+
+    def gpu_rows_path(self) -> Path | None:
+        return _in_repository(self.gpu_rows_dir) if self.gpu_rows_dir else None
+
+
+def _in_repository(folder: str) -> Path:
+    path = Path(folder)
+    return path if path.is_absolute() else REPO_ROOT / path

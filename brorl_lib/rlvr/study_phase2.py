@@ -197,16 +197,16 @@ def best_factor(root: Path, candidate, p: Phase2Settings, n: int) -> float | Non
 
 def plan(s: study.StudySettings, p: Phase2Settings, root: Path) -> list[tuple[Arm, int]]:
     """(arm, seed) in the order they run: the verdict under every seed; the IsoCompute grid under the first seed,
-    then each N's best under the next iso_seeds - 1 seeds (once its grid has finished); the controls under the
-    first control_seeds seeds."""
+    then each N's best (once its grid has finished) under the next iso_seeds - 1 seeds, seed by seed; the controls
+    under the first control_seeds seeds."""
     candidate = study.chosen(s, root)
     out = [(a, seed) for seed in p.seeds for a in verdict_arms(p)]
     out += [(a, p.seeds[0]) for a in iso_arms(p)]
-    for n in p.iso_rollouts:
-        f = best_factor(root, candidate, p, n)
-        if f is not None:
-            arm = next(a for a in iso_arms(p) if a.n == n and a.lr_factor == f)
-            out += [(arm, seed) for seed in p.seeds[1 : p.iso_seeds]]
+    best = {n: best_factor(root, candidate, p, n) for n in p.iso_rollouts}
+    for seed in p.seeds[1 : p.iso_seeds]:  # seed by seed, so that a run cut short has whole seeds
+        for n, f in best.items():
+            if f is not None:
+                out.append((next(a for a in iso_arms(p) if a.n == n and a.lr_factor == f), seed))
     out += [(a, seed) for seed in p.seeds[: p.control_seeds] for a in control_arms(p)]
     return out
 

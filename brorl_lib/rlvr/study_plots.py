@@ -69,28 +69,65 @@ def update_quality(summary: pd.DataFrame, measure: str) -> plt.Figure:
             if r == len(rows) - 1:
                 ax.set_xlabel("N (rollouts per prompt)")
     handles = [Line2D([], [], color=_band_colour(labels, b), marker="o", ms=2, lw=0.9) for b in labels]
-    fig.legend(handles, labels, title=f"q band · {MEASURES[measure]}", fontsize=pt(6), loc="outside lower center",
-               ncols=len(labels))  # fmt: skip
+    columns = max(1, min(len(labels), int(fig.get_figwidth() / 1.4)))  # about 1.4 in per band label
+    fig.legend(handles, labels, title=f"q band · {MEASURES[measure]}", fontsize=pt(6), loc="outside upper center",
+               ncols=columns)  # fmt: skip
     return fig
+
+
+def _arm_colour(arm: str, n: int) -> str:
+    """The verdict arms take their N's colour, each control its own (core.palette)."""
+    controls = {"N16_batch": "batch-size control", "N512_prompts": "prompt-matched BroRL"}
+    controls["N512_kl"] = "KL-anchored BroRL"
+    name = next((v for k, v in controls.items() if arm.startswith(k)), None)
+    return palette.arm(name) if name else palette.n_colour(int(n))
 
 
 @rounded_inputs
 def curves(table: pd.DataFrame) -> plt.Figure:
-    """Held-out pass@1 against generated samples for each verdict and control arm: mean over seeds with a 95%
-    band, from the plateau (0 samples)."""
+    """Held-out pass@1 at each budget of generated samples for each verdict and control arm (rows of
+    ``study_report.at_budgets``): mean over seeds with a 95% band, from the plateau (0 samples)."""
     fig, ax = new_figure("column")
+    table = table[table["role"] != "isocompute"]
     for (arm, label, n), g in table.groupby(["arm", "label", "N"], sort=False):
-        m = g.groupby("samples_rounded")["pass1"].agg(["mean", "std", "size"]).reset_index()
-        colour = palette.n_colour(int(n)) if arm in ("N16", "N512") else palette.arm("batch-size control")
+        start = g.groupby("seed")["start_pass1"].first()
+        m = g.groupby("budget")["pass1"].agg(["mean", "std", "size"])
+        x = np.r_[0, m.index.to_numpy()]
+        y = np.r_[start.mean(), m["mean"].to_numpy()]
+        band = np.r_[0, 1.96 * m["std"].fillna(0).to_numpy() / np.sqrt(m["size"].to_numpy())]
+        colour = _arm_colour(arm, n)
         ls = "-" if arm in ("N16", "N512") else ":"
-        band = 1.96 * (m["std"].fillna(0) / np.sqrt(m["size"]))
-        ax.plot(m["samples_rounded"], m["mean"], color=colour, ls=ls, marker="o", ms=2, lw=1, label=label)
-        ax.fill_between(m["samples_rounded"], m["mean"] - band, m["mean"] + band, color=colour, alpha=0.12, lw=0)
-    ax.set_xlabel("Generated samples in phase 2")
+        ax.plot(x, y, color=colour, ls=ls, marker="o", ms=2, lw=1, label=f"{label} (n={len(start)})")
+        ax.fill_between(x, y - band, y + band, color=colour, alpha=0.12, lw=0)
+    ticks = [0, *sorted(table["budget"].unique())]
+    ax.set_xticks(ticks, [f"{b / 1000:,.0f}k" if b else "0" for b in ticks])
+    ax.set_xlabel("Generated samples in phase 2 (budgets)")
     ax.set_ylabel("Held-out pass@1 (exact)")
-    seeds = int(table.groupby("arm")["seed"].nunique().min())
-    ax.set_title(f"n={seeds} seeds", loc="left")
-    ax.legend(fontsize=pt(5.5), loc="best")
+    ax.legend(fontsize=pt(5), loc="best")
+    return fig
+
+
+@rounded_inputs
+def bands(table: pd.DataFrame) -> plt.Figure:
+    """Each arm minus ProRL per held-out q band at the last budget (rows of ``study_report.bands``), 95% interval
+    across seeds."""
+    fig, ax = new_figure("column")
+    ax.axhline(0, color=palette.RULE, lw=0.6)
+    table = table.dropna(subset=["delta_vs_prorl"])
+    labels = list(dict.fromkeys(table["q_band"]))
+    arms = list(dict.fromkeys(table["arm"]))
+    width = 0.8 / max(1, len(arms))
+    for k, arm in enumerate(arms):
+        g = table[table.arm == arm].set_index("q_band").reindex(labels)
+        x = np.arange(len(labels)) + (k - (len(arms) - 1) / 2) * width
+        err = [g["delta_vs_prorl"] - g["ci_low"], g["ci_high"] - g["delta_vs_prorl"]]
+        ax.errorbar(x, g["delta_vs_prorl"], yerr=err, color=_arm_colour(arm, g["N"].dropna().iloc[0]), marker="o",
+                    ms=3, lw=0, elinewidth=1, capsize=2, label=g["label"].dropna().iloc[0])  # fmt: skip
+    counts = table.drop_duplicates("q_band").set_index("q_band").reindex(labels)["prompts"]
+    ax.set_xticks(np.arange(len(labels)), [f"{b}\n(n={int(c)})" for b, c in zip(labels, counts)], fontsize=pt(5))
+    ax.set_xlabel("Held-out pass@1 at the plateau")
+    ax.set_ylabel("Arm − ProRL, pass@1")
+    ax.legend(fontsize=pt(5), loc="best")
     return fig
 
 
@@ -131,8 +168,7 @@ def prompt_fate(table: pd.DataFrame) -> plt.Figure:
     width = 0.8 / max(1, len(arms))
     for k, arm in enumerate(arms):
         g = table[table.arm == arm].set_index("q_band").reindex(bands)
-        n = 16 if arm.startswith("N16") else 512
-        colour = palette.n_colour(n) if arm in ("N16", "N512") else palette.tint(palette.n_colour(n), 0.5)
+        colour = _arm_colour(arm, 16 if arm.startswith("N16") else 512)
         x = np.arange(len(bands)) + (k - (len(arms) - 1) / 2) * width
         ax.bar(x, g["delta_q"], width, yerr=g["delta_q_se"], color=colour, label=g["label"].dropna().iloc[0])
     counts = table.drop_duplicates("q_band").set_index("q_band").reindex(bands)["prompts"]

@@ -122,6 +122,82 @@ def isocompute(table: pd.DataFrame, budgets: tuple[int, ...]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def bands(table: pd.DataFrame, root: Path, s: study.StudySettings, edges: list[float], base: str = "N16"):
+    """Held-out prompts grouped by exact pass@1 at the plateau (``edges``): per verdict or control arm, the band's
+    mean change from the plateau at the last budget, and its difference to ProRL paired by seed with a 95% t
+    interval (where two or more seeds are shared)."""
+    c = study.chosen(s, root)
+    last = table[(table["budget"] == table["budget"].max()) & (table["role"] != "isocompute")]
+    per = {}  # (arm, seed) -> per-prompt pass@1 at the last budget
+    start = None
+    for r in last.itertuples():
+        folder = study.folder(root, c) / p2.ARMS / r.arm / f"seed{r.seed}"
+        per[(r.arm, r.seed)] = np.load(folder / f"pass1_step{r.step}.npy")
+        start = np.load(folder / "pass1_step0.npy") if start is None else start
+    if start is None:
+        return pd.DataFrame()
+    band = uq.band_of(start, edges)
+    rows = []
+    for b, label in enumerate(uq.band_labels(edges)):
+        pick = band == b
+        if not pick.any():
+            continue
+        for arm, g in last.groupby("arm", sort=False):
+            seeds = sorted(g["seed"])
+            change = [per[(arm, k)][pick].mean() - start[pick].mean() for k in seeds]
+            row = {"q_band": label, "prompts": int(pick.sum()), "arm": arm, "label": g["label"].iloc[0],
+                   "N": int(g["N"].iloc[0]), "seeds": len(seeds), "change": float(np.mean(change))}  # fmt: skip
+            shared = [k for k in seeds if (base, k) in per]
+            if arm != base and len(shared) >= 2:
+                d = [per[(arm, k)][pick].mean() - per[(base, k)][pick].mean() for k in shared]
+                ci = stats.mean_interval(d)
+                row |= {"delta_vs_prorl": ci["mean"], "ci_low": ci["ci_low"], "ci_high": ci["ci_high"]}
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def quality_rows(summary: pd.DataFrame, device: str, model: str, models: dict[str, str] | None = None):
+    """``update_quality.summarise`` rows labelled with where they ran and the model they measured (``model``, or
+    ``models[checkpoint]`` for the checkpoints it names)."""
+    return summary.assign(device=device, model=summary["checkpoint"].map(models or {}).fillna(model))
+
+
+def gpu_quality(folder: Path) -> pd.DataFrame:
+    """A GPU row set of the update-quality grid (``rlvr.study_gpu``) read back and summarised, labelled with its
+    card and model; a ValueError naming the folder when it holds no finished row set."""
+    record_path = Path(folder) / "record.json"
+    files = sorted((Path(folder) / "update_quality").glob("*.csv"))
+    if not record_path.is_file() or not files:
+        raise ValueError(f"gpu_rows_dir={str(folder)!r} holds no GPU row set (record.json and update_quality/*.csv)")
+    record = json.loads(record_path.read_text())
+    raw = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
+    return quality_rows(uq.summarise(raw), record["card"], record["candidate_key"])
+
+
+def best_update(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per (device, model,) checkpoint, task and S, over all measured prompts: the N whose update has the largest
+    mean cosine with the exact gradient, and the N with the largest mean one-step change of q
+    (``update_quality.summarise`` rows, ``quality_rows``' labels where present)."""
+    every = summary[summary["q_band"] == uq.ALL]
+    keys = [k for k in ("device", "model") if k in every] + ["checkpoint", "task", "samples_per_update"]
+    rows = []
+    for key, g in every.groupby(keys, sort=False):
+        by_cos, by_dq = g.loc[g["cosine"].idxmax()], g.loc[g["delta_q"].idxmax()]
+        rows.append(dict(zip(keys[:-1], key[:-1])) | {"S": int(key[-1]),
+                     "best_N_cosine": int(by_cos["n_rollouts"]), "cosine": round(float(by_cos["cosine"]), 3),
+                     "best_N_delta_q": int(by_dq["n_rollouts"]),
+                     "delta_q": round(float(by_dq["delta_q"]), 4)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def best_n(iso: pd.DataFrame) -> pd.DataFrame:
+    """Per budget: the N with the highest mean held-out pass@1 at its best learning-rate multiple
+    (``isocompute`` rows), with its seeds and standard error."""
+    best = iso[iso["best_lr"]]
+    top = best.loc[best.groupby("budget")["pass1_mean"].idxmax()].sort_values("budget")
+    return top[["budget", "n_rollouts", "lr_factor", "seeds", "pass1_mean", "pass1_se"]].round(4)
+
+
 def accounting(frame: pd.DataFrame) -> pd.DataFrame:
     """Per arm (mean over seeds): steps, generated, kept and surplus samples, rounds a step, kept fraction."""
     steps = frame[frame["step"] > 0]

@@ -117,6 +117,11 @@ REWARD_MEMORY = 2**21  # rewards remembered at most (our bound: a few hundred MB
 _REWARDS: dict[tuple[str, str, str], float] = {}
 
 
+def forget_rewards() -> None:
+    """Empty the remembered rewards (a benchmark's configurations each pay the verifier from cold)."""
+    _REWARDS.clear()
+
+
 def _request(task: str, difficulty: int, size: int, seed: int) -> EntryRequest:
     fam = FAMILIES[task]
     return EntryRequest(fam.dataset, size, seed, tuple(fam.options(difficulty).items()))

@@ -159,7 +159,8 @@ def one_update(
         kept = concat([rows_of(rollouts, torch.nonzero(keep).squeeze(1))], tok.pad_token_id)
         adv = alg.advantages(step.advantage_estimator, rewards[keep], kept.response_mask, kept.group)
         policy.train()
-        order = torch.randperm(len(kept.texts), generator=generator)
+        # the same draws on every device; the rows' device for the chunks (``_distinct`` indexes with them)
+        order = torch.randperm(len(kept.texts), generator=generator).to(kept.group.device)
         chunks = [c for c in torch.tensor_split(order, step.mini_batches) if len(c)]
         grads = []  # each mini-batch's gradient at the checkpoint: the first is the first real step's
         for chunk in chunks:

@@ -1,8 +1,8 @@
 """Every notebook in JupyterLab, in headless Chromium: run all cells, move one control, no error anywhere.
 
 The test starts JupyterLab itself (localhost, a free port, a random token) on a copy of notebooks/, drives
-Debian's Chromium through Playwright, and for each notebook runs every cell with the quick profile (the
-notebook's own defaults; notebook 04 trains its quick design, about a minute). It then moves one control of the
+Debian's Chromium through Playwright, and for each notebook runs every cell with its committed profile (the
+notebook's own defaults; notebook 04's: paper, read back from the committed runs). It then moves one control of the
 explore section, checks that the figure (or the table under it) changed and that no cell shows an error,
 and writes a screenshot of the explore section to build/screenshots/, with a sidecar recording the notebook's input
 hash (core.screenshots). With BRORL_UPDATE_SCREENSHOTS=1 (`make screenshots`) both also go to docs/screenshots/,
@@ -58,8 +58,8 @@ def _move(page, explore) -> None:
         box.press("Enter")
     elif name == "03_paper_tables":  # which reported column
         live.locator("select").first.select_option(index=3)
-    elif name == "04_laptop_rlvr":  # which seeds to overlay
-        live.locator(".widget-select-multiple", has_text="seeds").locator("select").select_option(["0"])
+    elif name == "04_laptop_rlvr":  # which checkpoint's update quality (the view starts at the last)
+        live.locator("select").first.select_option(index=0)
     else:  # 01: N of the three-terms explorer; 05: nodes of the cluster plan (a slider moved by keyboard)
         handle = live.locator(".noUi-handle").first
         handle.focus()
@@ -78,10 +78,10 @@ def _free_port() -> int:
 
 
 def _copy_notebooks(root: Path) -> dict[str, tuple[dict[str, str], dict[str, str]]]:
-    """notebooks/ into ``root`` (outputs cleared), each with the parameters of its screenshot's profile
-    (core.screenshots.PROFILES) injected after its parameters cell, as papermill does; notebook name -> its input
-    hashes with those parameters and the hashes of the files they cover, as they are now (what its screenshot's
-    sidecar records)."""
+    """notebooks/ into ``root`` (outputs cleared), each with the parameters of its screenshot's profile (its
+    committed profile, core.screenshots.profile_of) injected after its parameters cell, as papermill does; notebook
+    name -> its input hashes with those parameters and the hashes of the files they cover, as they are now (what its
+    screenshot's sidecar records)."""
     names = {}
     only = os.environ.get("BRORL_BROWSER_NOTEBOOKS", "").split()  # e.g. "03_paper_tables": those only
     unknown = sorted(set(only) - {p.stem for p in NOTEBOOKS_DIR.glob("*.ipynb")})
