@@ -30,7 +30,3 @@ class Arm:
     lr_factor: float = 1.0  # multiple of its rule's learning rate (IsoCompute's grid)
     one_round: bool = False  # one generation round of exactly n x prompts samples a step, no refill (IsoCompute)
     kl_coef: float = 0.0  # weight of a KL term to the arm's starting policy (the KL-anchored control)
-
-    @property
-    def samples_per_step(self) -> int:
-        return self.n * self.prompts

@@ -46,7 +46,6 @@ class StepSettings:
         "micro_batch",
         "dedupe",
     )  # how the update is computed, not which update: not part of a run's identity
-    LEGACY_DEFAULTS = {"refill": "full"}  # left out of a run's record at this value (records made before it existed)
     REFILLS = ("full", "shortfall")
 
     def __post_init__(self) -> None:

@@ -421,15 +421,16 @@ PREVIOUS_RUNS = Path("data/runs/laptop_rlvr")  # the earlier design's committed 
 PREVIOUS_NAME = "spell_arith_plateau"  # its checkpoint's name in the update-quality tables
 
 
-def _previous(runs: Path) -> Path:
+def in_repository(folder: str | Path) -> Path:
+    """``folder`` as given when absolute, else relative to the repository root (where notebook 04's folders are)."""
     from brorl_lib.core.paths import REPO_ROOT
 
-    return runs if Path(runs).is_absolute() else REPO_ROOT / runs
+    return Path(folder) if Path(folder).is_absolute() else REPO_ROOT / folder
 
 
 def previous_key(runs: Path = PREVIOUS_RUNS) -> str:
     """The earlier design's chosen candidate (its key): the model its plateau checkpoint is."""
-    return str(pd.read_csv(_previous(runs) / SCREEN).query("chosen")["candidate"].iloc[0])
+    return str(pd.read_csv(in_repository(runs) / SCREEN).query("chosen")["candidate"].iloc[0])
 
 
 def previous_plateau(measured_prompts: int, runs: Path = PREVIOUS_RUNS) -> dict:
@@ -438,7 +439,7 @@ def previous_plateau(measured_prompts: int, runs: Path = PREVIOUS_RUNS) -> dict:
     the square-root rule; ``measured_prompts`` seeded training prompts per task."""
     import math
 
-    runs = _previous(runs)
+    runs = in_repository(runs)
     shared = json.loads((runs / "settings.json").read_text())
     key = previous_key(runs)
     cand = next(

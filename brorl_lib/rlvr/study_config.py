@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from brorl_lib.core.params import LEARNING_RATE, MAX_SEEDS, SEED_MAX, TEMPERATURE, NotebookConfig, param
-from brorl_lib.core.paths import REPO_ROOT
 from brorl_lib.rlvr import candidates, study
 from brorl_lib.rlvr import study_phase2 as p2
 from brorl_lib.rlvr.plateau import PlateauRule
@@ -147,12 +146,7 @@ class CountdownStudyConfig(NotebookConfig):
         )
 
     def runs_path(self) -> Path:
-        return _in_repository(self.runs_dir)
+        return study.in_repository(self.runs_dir)
 
     def gpu_rows_path(self) -> Path | None:
-        return _in_repository(self.gpu_rows_dir) if self.gpu_rows_dir else None
-
-
-def _in_repository(folder: str) -> Path:
-    path = Path(folder)
-    return path if path.is_absolute() else REPO_ROOT / path
+        return study.in_repository(self.gpu_rows_dir) if self.gpu_rows_dir else None

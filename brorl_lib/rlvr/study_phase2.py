@@ -31,6 +31,7 @@ from brorl_lib.rlvr import arms, study
 from brorl_lib.rlvr import model as tiny
 from brorl_lib.rlvr.arms import Arm
 from brorl_lib.rlvr.run import CHECKPOINT, DONE, ArmSettings, run_arm, save_array
+from brorl_lib.rlvr.step import StepSettings
 
 BROAD_N, PROMPT_RATIO = arms.PAPER_BROAD_N, arms.PROMPT_RATIO  # paper Table 1: N=512; 512 : 128 prompts a step
 ARMS, Q_END, EVAL_BUDGETS_OF = "arms", "q_train_end.npy", "budgets"
@@ -154,8 +155,8 @@ def run_one(s: study.StudySettings, p: Phase2Settings, root: Path, arm: Arm, see
     folder = arm_folder(root, candidate, arm, seed)
     settings = arm_settings(s, p, arm, seed)
     record = json.loads(json.dumps(asdict(settings) | {"arm": asdict(arm)}))
-    record["step"].pop("micro_batch")
-    record["step"].pop("dedupe")
+    for name in StepSettings.EXECUTION_ONLY:
+        record["step"].pop(name)
     study._claim(folder / "arm.json", record)
     run_arm(
         study.folder(root, candidate) / study.PHASE1 / CHECKPOINT,
