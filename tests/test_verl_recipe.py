@@ -502,6 +502,7 @@ def test_logs_of_two_segments_become_a_tidy_frame_and_the_papers_tables(composed
         ],
         monkeypatch,
     )
+    assert logs.trained_steps(arm_dir / "logs") == {1, 2, 3, 4}  # step 0 is validation only
     run = logs.read_run(arm_dir)
     assert (run.run, run.arm, run.rollouts, run.prompts_per_step, run.segments) == ("run1", "brorl", 512, 128, 2)
     s = run.steps.set_index("step")

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path, PurePosixPath
 
+from brorl_lib.verl_recipe import logs
 from brorl_lib.verl_recipe.configs import Arm, Cluster, segment_stops
 
 ENTRY_POINT = "verl.trainer.main_ppo"  # verl 0.9.1's PPO entry (the v1 trainer, which implements filter_groups)
@@ -231,12 +232,21 @@ def launch_and_kill(
     extra: Collection[str] = (),
     timeout_s: float = 900,
     log=None,
+    log_dir: Path | None = None,
 ) -> None:
-    """Start a launch and kill all of it (driver, Ray and its workers) once checkpoint ``after_step`` exists."""
+    """Start a launch and kill all of it (driver, Ray and its workers) once checkpoint ``after_step`` exists
+    and, given the arm's ``log_dir``, once that step's metrics are logged: verl saves a step's checkpoint
+    before it logs the step, so a kill between the two loses that step's log line (its training is kept)."""
     proc = start(script, env, extra, log)
     deadline = time.monotonic() + timeout_s
+
+    def reached() -> bool:
+        if latest_checkpoint(arm_checkpoints) < after_step:
+            return False
+        return log_dir is None or after_step in logs.trained_steps(log_dir)
+
     try:
-        while latest_checkpoint(arm_checkpoints) < after_step:
+        while not reached():
             if proc.poll() is not None:
                 raise RuntimeError(f"{script} ended (status {proc.returncode}) before checkpoint {after_step}")
             if time.monotonic() > deadline:

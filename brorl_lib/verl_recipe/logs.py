@@ -104,6 +104,11 @@ def is_validation_key(key: str) -> bool:
     return key.startswith("val-")
 
 
+def trained_steps(log_dir: str | Path) -> set[int]:
+    """The steps whose training metrics a run's segments hold (what a killed launch has already logged)."""
+    return {step for path in Path(log_dir).glob(SEGMENT_GLOB) for step, data in read_jsonl(path) if STEP_TIME in data}
+
+
 def merge_segments(paths: list[str | Path]) -> dict[int, dict]:
     """Step -> metrics over all segments in order; a key logged again at the same step takes the later
     value, and a training step logged again (re-run after a resume) replaces all earlier training metrics

@@ -121,7 +121,9 @@ def main(argv: list[str] | None = None) -> int:
         script = RECIPE_DIR / name / "launch.sh"
         checkpoints = Path(os.environ["CKPT_DIR"]) / name
         with open(runs / f"{name}.smoke.log", "ab") as log:
-            launch.launch_and_kill(script, env, checkpoints, 1, timeout_s=args.timeout, log=log)
+            launch.launch_and_kill(
+                script, env, checkpoints, 1, timeout_s=args.timeout, log=log, log_dir=runs / name / "logs"
+            )
             print(f"{name}: killed after checkpoint 1; relaunching to resume", flush=True)
             status = launch.launch(script, env, timeout_s=args.timeout, log=log)
         if status != 0 or launch.latest_checkpoint(checkpoints) < settings.steps:

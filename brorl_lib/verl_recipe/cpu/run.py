@@ -127,8 +127,11 @@ def latest_checkpoint(paths: Paths, arm: str) -> int:
 
 
 def launch_and_kill(arm: str, paths: Paths, after_step: int, extra: list[str] = (), timeout_s: float = 900, log=None):
-    """Start the arm and kill the whole launch (driver, Ray and its workers) once checkpoint ``after_step`` exists."""
-    launch_mod.launch_and_kill(script(arm), paths.env(), paths.checkpoints / arm, after_step, extra, timeout_s, log)
+    """Start the arm and kill the whole launch (driver, Ray and its workers) once checkpoint ``after_step``
+    exists and that step is logged."""
+    launch_mod.launch_and_kill(
+        script(arm), paths.env(), paths.checkpoints / arm, after_step, extra, timeout_s, log, paths.runs / arm / "logs"
+    )
 
 
 def merge(paths: Paths, arm: str, step: int) -> Path:
