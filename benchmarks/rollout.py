@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from brorl_lib.paper import reported as paper
+from brorl_lib.facts import reported as paper
 from brorl_lib.rlvr import tasks
 from brorl_lib.rlvr.model import TinyModelShape, build_model
 from brorl_lib.rlvr.sampling import generate

@@ -38,7 +38,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from brorl_lib.paper import setup as paper_setup
+from brorl_lib.facts import setup as paper_setup
 from brorl_lib.simulator.engine import DTYPES, SimSettings, correct_indices, initial_logits
 from brorl_lib.simulator.runner import simulate
 

@@ -11,7 +11,7 @@ Every response is exactly --response-tokens tokens long (end-of-sequence ignored
 realistic response length. Prompts (--prompts): Reasoning Gym questions generated locally, through the
 model's chat template; or, for notebook 04's laptop model, its spell_backward prompts. Prints samples/s
 and tokens/s per (prefix caching, N). On a GPU the N=512 / N=16 ratio stands beside the paper's Table 2
-(read from data/paper with brorl_lib.paper.reported); on the CPU build it is printed alone: a CPU says
+(read from data/paper with brorl_lib.facts.reported); on the CPU build it is printed alone: a CPU says
 nothing about the paper's H100 ratio. Each prefix-caching setting runs in its own process (one vLLM
 engine per process). --own-sampler also times, in the same run, the project's own sampler
 (brorl_lib.rlvr.sampling, transformers on CPU, the prompt's KV cache shared by its N rollouts) on the same
@@ -37,7 +37,7 @@ from pathlib import Path
 
 from brorl_lib.evaluation import vllm_compat
 from brorl_lib.evaluation.protocol import TEMPERATURE, TOP_P
-from brorl_lib.paper import reported as paper
+from brorl_lib.facts import reported as paper
 
 EXIT_NO_VLLM = 3
 ARMS = tuple(n for n, _ in paper.arm_shapes().values())  # samples per prompt of the ProRL and BroRL arms (Table 1)

@@ -1,5 +1,5 @@
-"""The layout's rules (docs/architecture.md): parts depend on core/ and on the named shared modules only,
-core/ depends on no part, and the import graph has no cycle."""
+"""The layout's rules (docs/architecture.md): parts depend on core/ and the shared packages only, the shared
+packages on core/ and each other, core/ on nothing of ours, and the import graph has no cycle."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from brorl_lib.core.paths import LIB_DIR
 
 PARTS = ("theory", "simulator", "paper", "rlvr", "verl_recipe", "evaluation")
 # Modules any part may import besides core/: one source each for a fact several parts need.
-SHARED = ("brorl_lib.tasks", "brorl_lib.theory.formulas", "brorl_lib.paper.reported", "brorl_lib.paper.setup")
+SHARED = ("brorl_lib.tasks", "brorl_lib.facts.theorem", "brorl_lib.facts.reported", "brorl_lib.facts.setup")
 ALSO_ALLOWED = {"verl_recipe": ("brorl_lib.evaluation",)}  # notebook 05 turns evaluations into tables
 
 
@@ -61,13 +61,24 @@ def test_parts_import_only_core_shared_modules_and_themselves():
     assert not offenders, "cross-part imports outside the shared modules:\n" + "\n".join(offenders)
 
 
+def test_shared_packages_import_only_core_and_each_other():
+    offenders = [
+        f"{m} imports {t}"
+        for m, ts in _imports().items()
+        if m.startswith(SHARED)
+        for t in ts
+        if not t.startswith(("brorl_lib.core", *SHARED))
+    ]
+    assert not offenders, "\n".join(offenders)
+
+
 def test_core_imports_no_part():
     offenders = [
         f"{m} imports {t}"
         for m, ts in _imports().items()
         if m.startswith("brorl_lib.core")
         for t in ts
-        if _part(t) or t.startswith("brorl_lib.tasks")
+        if _part(t) or t.startswith(SHARED)
     ]
     # the registry names each notebook's config class as a string, never by import
     assert not offenders, "\n".join(offenders)

@@ -5,7 +5,7 @@ import importlib.util
 import pytest
 
 from brorl_lib.core.paths import REPO_ROOT
-from brorl_lib.paper import reported as paper
+from brorl_lib.facts import reported as paper
 from brorl_lib.simulator.engine import SimSettings
 from brorl_lib.simulator.runner import simulate
 

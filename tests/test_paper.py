@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from brorl_lib.core import stats
+from brorl_lib.facts import reported as paper
 from brorl_lib.paper import dynamic_sampling as ds
 from brorl_lib.paper import report as paper_report
-from brorl_lib.paper import reported as paper
 from brorl_lib.paper import roofline
 
 

@@ -95,8 +95,8 @@ def test_library_files_follow_imports():
     files = {p.relative_to(REPO_ROOT).as_posix() for p in hashing.library_files([code])}
     expected = {
         "theory/report.py",
-        "theory/formulas.py",
-        "paper/setup.py",
+        "facts/theorem.py",
+        "facts/setup.py",
         "core/params.py",
         "core/validation.py",
         "theory/__init__.py",

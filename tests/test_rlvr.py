@@ -16,7 +16,7 @@ import torch
 from scipy import stats as sps
 
 from brorl_lib.core import stats
-from brorl_lib.paper import setup as paper_setup
+from brorl_lib.facts import setup as paper_setup
 from brorl_lib.rlvr import algorithm as alg
 from brorl_lib.rlvr import candidates, plateau, sampling, tasks, warm_start
 from brorl_lib.rlvr import model as tiny
@@ -423,18 +423,6 @@ def test_mean_interval_is_the_one_sample_t_test():
     assert sps.nct.sf(t_crit, 29, nc) + sps.nct.cdf(-t_crit, 29, nc) == pytest.approx(0.8, abs=0.01)
     with pytest.raises(ValueError, match="number of values=1"):
         stats.mean_interval([0.1])
-
-
-def test_slope_test_finds_a_clear_rise_and_not_noise():
-    x = np.arange(8, dtype=float)
-    noise = np.random.default_rng(0).normal(0, 0.05, size=8)
-    rise = stats.slope_test(x, 0.1 * x + noise)
-    assert rise["p_positive"] < 0.001 and rise["slope"] == pytest.approx(np.polyfit(x, 0.1 * x + noise, 1)[0])
-    assert stats.slope_test(x, 0.5 + noise)["p_positive"] > 0.05
-    assert stats.slope_test(x, -0.1 * x + noise)["p_positive"] > 0.999  # one-sided: a fall is no rise
-    assert stats.slope_test(x, np.full(8, 0.3))["p_positive"] == 1.0  # exactly flat
-    with pytest.raises(ValueError, match="number of points=2"):
-        stats.slope_test([0, 1], [0, 1])
 
 
 def write_evaluations(folder, series: list[np.ndarray], every: int = 10, prefix: str = "pass1") -> None:

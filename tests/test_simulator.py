@@ -3,9 +3,9 @@ import pandas as pd
 import pytest
 import torch
 
+from brorl_lib.facts import theorem as theory
 from brorl_lib.simulator import engine as sim
 from brorl_lib.simulator import runner
-from brorl_lib.theory import formulas as theory
 
 TINY = dict(vocab_size=6, n_correct=2, steps=1)
 

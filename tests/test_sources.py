@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from brorl_lib.core.paths import REPO_ROOT
-from brorl_lib.paper import reported as paper
+from brorl_lib.facts import reported as paper
 
 SKIP_DIRS = {
     ".git",
@@ -173,7 +173,7 @@ def test_distinctive_numbers_are_the_reported_ones():
 
 
 def test_paper_numbers_appear_only_in_data_paper():
-    """Code and notebooks read the paper's numbers through brorl_lib.paper.reported, never as literals."""
+    """Code and notebooks read the paper's numbers through brorl_lib.facts.reported, never as literals."""
     numbers = paper_numbers()
     hits = [
         f"{where} line {line}: {text} ({numbers[value]})"

@@ -271,7 +271,7 @@ def test_three_panels_become_two_plus_one_in_the_journal_and_a_stack_in_one_colu
 
 def _fig4_points() -> pd.DataFrame:
     """Notebook 05's Figure 4 points for all nine panels (no run at the paper's scale is committed)."""
-    from brorl_lib.paper import reported
+    from brorl_lib.facts import reported
 
     tasks = reported.load("figure4_tasks")["task"]
     return pd.DataFrame(

@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brorl_lib.theory import formulas as theory
+from brorl_lib.facts import theorem as theory
 
 
 def small_batch():

@@ -111,3 +111,14 @@ def test_config_from_namespace_requires_every_field():
     assert dataclasses.asdict(cfg) == SMALL
     with pytest.raises(ValueError, match="missing parameters"):
         tr.TheoryConfig.from_namespace({k: v for k, v in SMALL.items() if k != "eta"})
+
+
+def test_a_name_papermill_injected_must_be_a_parameter():
+    # what a kernel holds after `papermill ... -p etaa 0.01`: the injected cell in its input history
+    history = ["", "seed: int = 0", "# Parameters\netaa = 0.01\n"]
+    with pytest.raises(ValueError, match="unknown parameter 'etaa': did you mean 'eta'"):
+        tr.TheoryConfig.from_namespace({**SMALL, "etaa": 0.01, "In": history})
+    with pytest.raises(ValueError, match="unknown parameter 'colour': the parameters are: seed"):
+        tr.TheoryConfig.from_namespace({**SMALL, "colour": 1, "In": ["# Parameters\ncolour = 1\n"]})
+    ok = tr.TheoryConfig.from_namespace({**SMALL, "In": ["# Parameters\neta = 0.001\nseed = 0\n"]})
+    assert ok.eta == SMALL["eta"]

@@ -8,7 +8,6 @@ import json
 import math
 import os
 import re
-import shlex
 import subprocess
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 import torch
 from hydra.errors import ConfigCompositionException
 
+from brorl_lib.core.paths import REPO_ROOT
 from brorl_lib.verl_recipe import codec, configs, data, launch, logs, plots, report, rewards, tasks
 
 SEED = 5
@@ -382,25 +382,16 @@ def test_a_list_where_a_path_or_name_is_expected_is_refused(name):
 
 # --- launch script ---
 def test_launch_script_trains_in_stops_and_resumes_into_a_fresh_log_segment_each_time(arms, cluster, tmp_path):
-    arm_dir, repo = tmp_path / "run" / "brorl", tmp_path / "repo"
-    repo.mkdir()
+    arm_dir = tmp_path / "run" / "brorl"
     arm = configs.Arm("brorl", 512, 128, 150)  # stops at Table 1's 107 and 134, then its own last step
     assert launch.stops(arm) == [107, 134, 150] and launch.stops(arms["brorl"]) == [107, 134, 191]
     ov = configs.overrides(arm, arms["prorl"], cluster)
-    text = launch.script_text(arm, cluster, ov, arm_dir, repo)
-    for o in ov:
-        assert shlex.quote(o) in text
-    for needed in (
-        "trainer.resume_mode=auto",
-        "trainer.nnodes=8",
-        "trainer.n_gpus_per_node=8",
-        "-m verl.trainer.main_ppo",
-        "actor_rollout_ref.rollout.n=512",
-        "VERL_FILE_LOGGER_PATH",
-        "segment_%03d.jsonl",
-    ):
+    arm_dir.mkdir(parents=True)
+    (arm_dir / "overrides.txt").write_text("\n".join(ov) + "\n")  # as notebook 05 writes it (report.prepare)
+    text = launch.script_text(arm, arm_dir, REPO_ROOT)
+    for needed in ("ARM=brorl", 'STOPS="107 134 150"', f"ARM_DIR={arm_dir}", "recipes/brorl/launch_arm.sh"):
         assert needed in text
-    script = tmp_path / "launch.sh"
+    script = arm_dir / "launch.sh"
     script.write_text(text)
     # a stand-in interpreter records what it was given, writes a log line as verl's file logger would, and
     # checkpoints the run's last step as verl does (the last of repeated Hydra overrides wins)

@@ -7,6 +7,7 @@ composed again by Hydra against verl's own config.
 
 import dataclasses
 import os
+import shlex
 import shutil
 import subprocess
 
@@ -20,14 +21,18 @@ from brorl_lib.core.registry import get_notebook
 from brorl_lib.evaluation import cli as eval_cli
 from brorl_lib.evaluation import results as res
 from brorl_lib.verl_recipe import configs, launch, logs, record, report
+from brorl_lib.verl_recipe.cpu import profile
 
 REFRESH = f"refresh with: {record.COMMAND}"
 
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
-    """A fresh generation of the record (composing both arms takes seconds, so once per module)."""
-    out = tmp_path_factory.mktemp("record")
+    """The committed record with its generated files written afresh (composing the arms takes seconds)."""
+    out = tmp_path_factory.mktemp("record") / "brorl"
+    shutil.copytree(record.RECORD_DIR, out)
+    for rel in record.record_files():
+        (out / rel).unlink()
     record.write_record(out)
     return out
 
@@ -38,11 +43,9 @@ def _files(root):
 
 def test_committed_record_is_what_the_library_generates(generated):
     committed = record.RECORD_DIR
-    assert _files(generated) == sorted(record.record_files()), "write_record wrote other files than record_files"
-    missing = sorted(set(_files(generated)) - set(_files(committed)))
-    extra = sorted(set(_files(committed)) - set(_files(generated)))
-    assert not missing and not extra, f"recipes/brorl: missing {missing}, not generated {extra}; {REFRESH}"
-    for rel in _files(generated):
+    assert _files(generated) == sorted([*record.record_files(), *record.HAND_WRITTEN])
+    assert _files(committed) == _files(generated), f"recipes/brorl holds other files than the record; {REFRESH}"
+    for rel in record.record_files():
         new, old = (generated / rel).read_bytes(), (committed / rel).read_bytes()
         assert new == old, f"recipes/brorl/{rel} differs from a fresh generation; {REFRESH}"
     for rel in record.EXECUTABLE:
@@ -72,7 +75,7 @@ def test_record_holds_no_machine_paths_and_states_the_cluster(generated):
         assert "actor_rollout_ref.model.path='<MODEL_PATH>'" in overrides
         assert f"trainer.default_local_dir='<CKPT_DIR>/{arm}'" in overrides
         assert "trainer.nnodes=8" in overrides and "trainer.n_gpus_per_node=8" in overrides
-        assert "8 nodes x 8 GPUs is our reading" in (generated / arm / "launch.sh").read_text()
+        assert "8 x 8 is our reading" in (generated / arm / "launch.sh").read_text()
         subprocess.run(["bash", "-n", str(generated / arm / "launch.sh")], check=True)  # valid bash
     subprocess.run(["bash", "-n", str(generated / "evaluate.sh")], check=True)
     assert "8 × 8 is our reading" in (generated / "README.md").read_text()
@@ -92,6 +95,45 @@ def test_record_is_the_papers_arms_as_notebook_05_sets_them_by_default(generated
     assert lr["brorl"] / lr["prorl"] == pytest.approx(8**0.5)
     for arm, c in composed.items():  # config.yaml is the composition of overrides.txt
         assert (generated / arm / "config.yaml").read_text().endswith(configs.to_yaml(c))
+
+
+def _variables(script) -> dict[str, str]:
+    """The NAME=value lines of a hand-written launch script (``export`` ones included), quotes removed."""
+    found = {}
+    for line in script.read_text().splitlines():
+        words = shlex.split(line, comments=True)
+        for word in words[1:] if words[:1] == ["export"] else words:
+            name, eq, value = word.partition("=")
+            if eq and name.isupper():
+                found[name] = value
+    return found
+
+
+def test_each_launch_script_runs_its_arm_as_configs_say(generated):
+    """The hand-written scripts' variables and headers are the arms of configs.py, profile by profile."""
+    cpu_env = profile.env(launch.CLUSTER_ENV["VERL_USE_EXTERNAL_MODULES"])
+    for folder, arm in record.profile_arms().items():
+        script = generated / folder / "launch.sh"
+        prefix = folder[: -len(arm.name)]
+        env = cpu_env if prefix == "cpu/" else launch.CLUSTER_ENV
+        got = _variables(script)
+        assert got == {
+            "ARM": arm.name,
+            "STOPS": " ".join(map(str, launch.stops(arm))),
+            "RUN_DIR_DEFAULT": record.run_dir(prefix),
+            **env,
+            "RAY_ENV": " ".join(env),
+        }, folder
+        head = f"N={arm.rollouts} rollouts x {arm.prompts_per_step} prompts per step"
+        assert head in script.read_text() and f"{arm.steps} RL steps" in script.read_text(), folder
+        assert f"bash recipes/brorl/{folder}/launch.sh" in script.read_text(), folder
+    readme = (generated / "README.md").read_text()  # the README's table of the arms, as configs.py computes it
+    arms = record.paper_arms()
+    base = arms[configs.BASE_ARM]
+    for name, a in arms.items():
+        lr = configs.learning_rate(a, base, record.paper_cluster().base_lr)
+        row = f"| {a.rollouts} | {a.prompts_per_step} | {a.samples_per_step} | {a.mini_batches} "
+        assert f"{row}({a.mini_batch_prompts} prompts) | {lr:.4g} | {a.steps} |" in readme, name
 
 
 def _fake_python(path, body=""):

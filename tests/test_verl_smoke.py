@@ -24,7 +24,7 @@ def test_smoke_profile_is_the_committed_arm_plus_exactly_the_listed_delta(arm):
                 "actor_rollout_ref.model.use_remove_padding", "trainer.v1.sampler.custom_sampler.name"):  # fmt: skip
         assert before[key] == after[key]
     script = (record.RECORD_DIR / "smoke" / arm / "launch.sh").read_text()
-    assert f"VERL_USE_EXTERNAL_MODULES={launch.FALLBACK_MODULE}" in script and "for STOP in 2; do" in script
+    assert f"export VERL_USE_EXTERNAL_MODULES={launch.FALLBACK_MODULE}" in script and 'STOPS="2"' in script
 
 
 def test_smoke_profile_refuses_more_than_one_node_before_any_work():

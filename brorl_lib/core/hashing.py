@@ -92,6 +92,7 @@ def library_files(code_cells: list[str]) -> list[Path]:
 def git_ignored(paths: list[Path]) -> set[Path]:
     """The files among ``paths`` that git ignores (e.g. a run's console.log): a clone lacks them, so they are no
     input. None when the repository is not a git work tree (or git is missing)."""
+    paths = [p for p in paths if p.is_relative_to(REPO_ROOT)]
     if not paths or not (REPO_ROOT / ".git").exists():
         return set()
     names = "\0".join(str(p.relative_to(REPO_ROOT)) for p in paths)
@@ -110,10 +111,16 @@ def git_ignored(paths: list[Path]) -> set[Path]:
     return {REPO_ROOT / name for name in done.stdout.split("\0") if name}
 
 
-def data_files(spec: NotebookSpec) -> list[Path]:
-    """The files the notebook's data patterns match, less those git ignores (a clone has exactly these)."""
-    found = {p for pattern in spec.data_files for p in REPO_ROOT.glob(pattern) if p.is_file()}
+def data_files(spec: NotebookSpec, root: Path = REPO_ROOT) -> list[Path]:
+    """The files under ``root`` the notebook's data patterns match, less those git ignores (a clone has exactly
+    these)."""
+    found = {p for pattern in spec.data_files for p in root.glob(pattern) if p.is_file()}
     return sorted(found - git_ignored(sorted(found)))
+
+
+def data_hash(spec: NotebookSpec, root: Path = REPO_ROOT) -> str:
+    """One hash of every data file the notebook declares: each one's path (relative to ``root``) and content."""
+    return sha256_bytes(canonical_json({str(p.relative_to(root)): sha256_file(p) for p in data_files(spec, root)}))
 
 
 def input_hashes(spec: NotebookSpec, parameters: dict) -> dict[str, str]:
@@ -124,7 +131,7 @@ def input_hashes(spec: NotebookSpec, parameters: dict) -> dict[str, str]:
         "notebook": sha256_bytes(canonical_json(cells)),
         "library": sha256_bytes(canonical_json({str(p.relative_to(REPO_ROOT)): sha256_file(p) for p in lib})),
         "parameters": sha256_bytes(canonical_json(parameters)),
-        "data": sha256_bytes(canonical_json({str(p.relative_to(REPO_ROOT)): sha256_file(p) for p in data_files(spec)})),
+        "data": data_hash(spec),
     }
     parts["input"] = sha256_bytes(canonical_json(parts))
     return parts

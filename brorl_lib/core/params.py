@@ -11,6 +11,8 @@ what is allowed; cross-parameter checks live in the class's ``check_together``.
 
 from __future__ import annotations
 
+import ast
+import difflib
 import json
 import math
 import re
@@ -24,6 +26,7 @@ import yaml
 
 from brorl_lib.core.validation import check_choice, check_finite, check_int, check_positive, check_range, check_type
 
+INJECTED_CELL_COMMENT = "# Parameters"  # how papermill's injected cell opens (papermill.parameterize)
 PARAM_KEY = "brorl_param"  # dataclass field metadata key holding the declaration
 SCALAR_KINDS = ("int", "float", "bool", "str")
 KINDS = (*SCALAR_KINDS, "list[int]", "list[float]", "list[str]")
@@ -289,6 +292,7 @@ class NotebookConfig:
     def from_namespace(cls, namespace: Mapping[str, object]):
         """Build from a mapping that holds every field, e.g. a notebook's ``globals()``, and register it as the
         parameters of the run in this process (``core.variants``: what its artifacts' class is compared with)."""
+        cls.check_injected_names(namespace)
         missing = [n for n in cls.parameter_names() if n not in namespace]
         if missing:
             raise ValueError(f"{cls.__name__}: missing parameters {missing}")
@@ -297,6 +301,20 @@ class NotebookConfig:
 
         variants.register_run(config)  # the run's parameters: a changed one makes its artifacts a variant
         return config
+
+    @classmethod
+    def check_injected_names(cls, namespace: Mapping[str, object]) -> None:
+        """Refuse a name papermill injected (``-p NAME VALUE``; its cell opens with ``# Parameters``) that is no
+        parameter: papermill itself only warns and the notebook would run its defaults."""
+        injected = [src for src in namespace.get("In", ()) if src.startswith(INJECTED_CELL_COMMENT)]
+        if not injected:
+            return
+        names = cls.parameter_names()
+        for node in ast.walk(ast.parse(injected[-1])):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id not in names:
+                close = difflib.get_close_matches(node.id, names, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise ValueError(f"unknown parameter {node.id!r}: {hint}the parameters are: {', '.join(names)}")
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)

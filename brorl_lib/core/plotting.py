@@ -65,11 +65,6 @@ def _inline_at_print_resolution() -> None:
 _inline_at_print_resolution()
 
 
-def use_style(style: FigureStyle | None = None) -> None:
-    """Apply ``style`` (default: the style in force) to matplotlib, and so to seaborn, which reads the same rcParams."""
-    styles.apply(style or styles.active())
-
-
 def pt(size: float) -> float:
     """A size in points written for the paper style (a legend at 6 pt), in the style in force."""
     scale = styles.active().scale

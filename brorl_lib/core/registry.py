@@ -14,7 +14,8 @@ class NotebookSpec:
     name: str  # file stem in notebooks/, also the key in params/*.yaml
     title: str  # what it regenerates, one line
     config: str  # "module:Class" of its NotebookConfig
-    data_files: tuple[str, ...] = ()  # glob patterns, relative to the repository root
+    data_files: tuple[str, ...] = ()  # glob patterns, relative to the repository root: every file the
+    # notebook's artifacts are computed from (tests/test_inputs.py checks each folder its code names is here)
     timeout_s: int = 1800  # default wall-clock limit for one run; profiles may override
     committed_profile: str = "quick"  # the profile whose outputs notebooks/ carries (and nbval re-checks)
     directory: Path = NOTEBOOKS_DIR
@@ -33,14 +34,14 @@ NOTEBOOKS: tuple[NotebookSpec, ...] = (
         name="01_theory",
         title="Theorem 1 (symbolic + numeric), Lemma 2, Corollary 3, Figure 2, sign map, pass@k",
         config="brorl_lib.theory.report:TheoryConfig",
-        data_files=("data/paper/settings.csv",),
+        data_files=("data/paper/*",),
         timeout_s=900,
     ),
     NotebookSpec(
         name="02_simulator",
         title="Figure 3 at paper scale, the N sweep, the unstated choices, Theorem 1 per step",
         config="brorl_lib.simulator.report:SimulatorConfig",
-        data_files=("data/paper/settings.csv",),
+        data_files=("data/paper/*",),
         timeout_s=1800,
     ),
     NotebookSpec(
@@ -57,8 +58,8 @@ NOTEBOOKS: tuple[NotebookSpec, ...] = (
         data_files=(
             "data/runs/laptop_rlvr_countdown/**/*",
             "data/runs/laptop_rlvr_countdown_gpu_rows/**/*",
-            "data/runs/laptop_rlvr/settings.json",
-            "data/runs/laptop_rlvr/screen.csv",
+            "data/runs/laptop_rlvr/**/*",  # the earlier design's plateau checkpoint, one update-quality point
+            "data/paper/*",
         ),
         timeout_s=3600,
         committed_profile="paper",  # read back from the committed runs in seconds; the quick profile trains

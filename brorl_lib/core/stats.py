@@ -69,12 +69,3 @@ def mean_interval(values, confidence: float = 0.95, power: float = 0.8) -> dict[
         "n": n,
         "detectable": float(detectable),
     }
-
-
-def slope_test(x, y) -> dict[str, float]:
-    """Least-squares slope of y on x with its standard error and the one-sided p-value of slope > 0."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    check_int("number of points", x.size, low=3)
-    res = stats.linregress(x, y)
-    t = res.slope / res.stderr if res.stderr > 0 else (np.inf if res.slope > 0 else -np.inf)
-    return {"slope": float(res.slope), "se": float(res.stderr), "p_positive": float(stats.t.sf(t, df=x.size - 2))}

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from brorl_lib.core.validation import check_choice, check_int
-from brorl_lib.paper.reported import CODE_COLUMNS, MATH_COLUMNS, RG_COLUMNS
+from brorl_lib.facts.reported import CODE_COLUMNS, MATH_COLUMNS, RG_COLUMNS
 from brorl_lib.tasks.generation import EntryRequest, generate
 
 DOMAINS = ("math", "code", "reasoning_gym")

@@ -31,7 +31,7 @@ import pandas as pd
 
 from brorl_lib.core import stats
 from brorl_lib.evaluation.datasets import BENCHMARKS, DOMAINS, GROUPS
-from brorl_lib.paper.reported import CODE_COLUMNS, MATH_COLUMNS, RG_COLUMNS
+from brorl_lib.facts.reported import CODE_COLUMNS, MATH_COLUMNS, RG_COLUMNS
 
 TABLE_METRIC = {"math": "score", "code": "correct", "reasoning_gym": "score"}
 INSTANCE_KEYS = ["checkpoint", "benchmark", "domain", "task", "instance_id"]

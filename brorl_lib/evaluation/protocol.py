@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from brorl_lib.core.validation import check_int, check_positive, check_range, check_type
-from brorl_lib.paper.reported import setting
+from brorl_lib.facts.reported import setting
 
 SAMPLES_PER_INSTANCE: int = setting("eval_samples_per_instance")  # Appendix D: samples per instance
 TEMPERATURE: float = setting("eval_temperature")  # Appendix D

@@ -1,6 +1,6 @@
 """Tables 3, 4 and 5 with the paper's reported rows and a reproduced row per evaluated checkpoint.
 
-Every row carries ``source``: "reported" (copied from the paper, ``brorl_lib.paper.reported.load``) or
+Every row carries ``source``: "reported" (copied from the paper, ``brorl_lib.facts.reported.load``) or
 "reproduced" (recomputed here from per-instance results). Values are percentages as in the paper.
 A reproduced row's ``method`` is the checkpoint label; its N / B / Steps come from ``row_ids`` when
 given (e.g. ``{"brorl": {"method": "BroRL (released)", "n_rollouts": 512, "prompts_per_step": 128}}``),
@@ -24,7 +24,7 @@ from brorl_lib.evaluation import results as res
 from brorl_lib.evaluation.datasets import GROUPS
 from brorl_lib.evaluation.metrics import column_scores
 from brorl_lib.evaluation.protocol import SamplingParams
-from brorl_lib.paper import reported as paper
+from brorl_lib.facts import reported as paper
 
 TABLES = {  # paper table -> (domain, value columns, average column)
     "table3_math": ("math", paper.MATH_COLUMNS, "math_avg"),

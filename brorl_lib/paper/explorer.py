@@ -15,10 +15,10 @@ from brorl_lib.core import palette
 from brorl_lib.core.controls import ConfigControls
 from brorl_lib.core.live import LiveFigure, Progress
 from brorl_lib.core.plotting import new_figure, pt
+from brorl_lib.facts import reported as paper
 from brorl_lib.paper import dynamic_sampling as ds
 from brorl_lib.paper import plots as paper_plots
 from brorl_lib.paper import report as pr
-from brorl_lib.paper import reported as paper
 
 SCORE_TABLES = ("table1_efficiency", "table3_math", "table4_code", "table5_reasoning_gym")
 

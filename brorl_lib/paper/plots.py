@@ -9,7 +9,7 @@ import pandas as pd
 from brorl_lib.core import palette
 from brorl_lib.core.plotting import new_figure, pt
 from brorl_lib.core.precision import rounded_inputs
-from brorl_lib.paper.setup import PAPER_FIG1_HOURS
+from brorl_lib.facts.setup import PAPER_FIG1_HOURS
 
 
 @rounded_inputs

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 
 from brorl_lib.core.params import NotebookConfig, param
+from brorl_lib.facts import reported as paper
 from brorl_lib.paper import dynamic_sampling as ds
-from brorl_lib.paper import reported as paper
 from brorl_lib.paper import roofline
 
 # Column headers as printed in the paper.
@@ -107,7 +107,7 @@ def blog_vs_paper() -> pd.DataFrame:
     """The blog's headline scores of the released BroRL model beside the paper's longest BroRL row of Table 1.
 
     Three rows, each labelled in ``source``: the blog's ("reported (blog)", quoted via a third-party summary;
-    ``paper.reported.blog_headline_scores``), the paper's BroRL row with the most steps ("reported (paper,
+    ``facts.reported.blog_headline_scores``), the paper's BroRL row with the most steps ("reported (paper,
     Table 1)", +191 steps in v1), and their difference per domain ("difference (blog - paper)", in score
     points, rounded to the 2 decimals both sides print). Columns: source, method, steps, and Table 1's three
     score columns. Table 1 itself is untouched: the blog's row never joins it.

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from brorl_lib.core.validation import check_int, check_positive, check_range
-from brorl_lib.paper.reported import setting
+from brorl_lib.facts.reported import setting
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from brorl_lib.paper import reported as paper
+from brorl_lib.facts import reported as paper
 
 _PAPER_ARMS = paper.arm_shapes()  # Table 1: method -> (N, prompts per step)
 BASE_N = _PAPER_ARMS["ProRL"][0]  # the ProRL arm's rollouts per prompt

@@ -24,8 +24,8 @@ import numpy as np
 import torch
 
 from brorl_lib.core.validation import check_choice, check_int, check_int_list, check_positive, check_range, check_type
-from brorl_lib.paper import setup as paper_setup
-from brorl_lib.theory import formulas as theory
+from brorl_lib.facts import setup as paper_setup
+from brorl_lib.facts import theorem as theory
 
 # worst_drop is p_t - p_0 of a correct token: its last-bit noise is that of p (about 1e-21 here, and it differs
 # between CPUs and thread counts), so artifacts show it to 14 decimal places (drops here are 1e-10 or larger)

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from brorl_lib.core.params import MAX_LIST_ITEMS, MAX_SEEDS, SEED_MAX, NotebookConfig, param
-from brorl_lib.paper import setup as paper_setup
+from brorl_lib.facts import setup as paper_setup
 from brorl_lib.simulator.engine import CORRECT_TOKEN_CHOICES, DTYPES, WORST_DROP_MODES, SimSettings
 from brorl_lib.simulator.runner import simulate
 

@@ -13,7 +13,7 @@ from brorl_lib.core import palette
 from brorl_lib.core.controls import ConfigControls, powers_of_two
 from brorl_lib.core.live import LiveFigure, Progress
 from brorl_lib.core.plotting import new_figure
-from brorl_lib.theory import formulas as theory
+from brorl_lib.facts import theorem as theory
 from brorl_lib.theory import plots as theory_plots
 from brorl_lib.theory import report as tr
 

@@ -11,8 +11,8 @@ from tqdm.auto import tqdm
 from brorl_lib.core.params import MAX_LIST_ITEMS, SEED_MAX, NotebookConfig, param
 from brorl_lib.core.precision import ERROR_DECIMALS, declare
 from brorl_lib.core.validation import check_int
-from brorl_lib.paper import setup as paper_setup
-from brorl_lib.theory import formulas as theory
+from brorl_lib.facts import setup as paper_setup
+from brorl_lib.facts import theorem as theory
 
 # Relative errors of Theorem 1 and its proof identities: float64 round-off (1e-16 to 1e-13, different on
 # another CPU) when the identity holds; artifacts show them to ERROR_DECIMALS places, where round-off reads 0.

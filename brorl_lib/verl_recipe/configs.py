@@ -25,8 +25,8 @@ import pandas as pd
 import yaml
 
 from brorl_lib.core.validation import check_choice, check_int, check_positive
-from brorl_lib.paper import reported as paper
-from brorl_lib.paper.setup import scaled_learning_rate
+from brorl_lib.facts import reported as paper
+from brorl_lib.facts.setup import scaled_learning_rate
 
 # The paper's arms (§4.2.1): rollouts per prompt N and prompts per RL step.
 PAPER_ARMS: dict[str, tuple[int, int]] = {method.lower(): shape for method, shape in paper.arm_shapes().items()}

@@ -11,8 +11,8 @@ from matplotlib.ticker import MaxNLocator
 from brorl_lib.core import palette
 from brorl_lib.core.plotting import new_figure, pt, reflow_grid
 from brorl_lib.core.precision import rounded_inputs
-from brorl_lib.paper import reported as paper
-from brorl_lib.paper.setup import PAPER_FIG1_HOURS
+from brorl_lib.facts import reported as paper
+from brorl_lib.facts.setup import PAPER_FIG1_HOURS
 
 GRID_COLUMNS = 3  # panels a row in Figure 4 and the CPU run's figure (Figure 4's own grid is 3 x 3)
 CPU_TITLE = "verl's own trainer on a CPU with a tiny model: it proves the pipeline, not the paper's result"

@@ -22,7 +22,7 @@ import pandas as pd
 from brorl_lib.core import atomic
 from brorl_lib.core.params import LEARNING_RATE, SEED_MAX, TEMPERATURE, NotebookConfig, param
 from brorl_lib.core.paths import BUILD_DIR, REPO_ROOT
-from brorl_lib.paper import reported as paper
+from brorl_lib.facts import reported as paper
 from brorl_lib.verl_recipe import configs, data, launch, logs, rewards
 from brorl_lib.verl_recipe.codec import decode_entry
 from brorl_lib.verl_recipe.tasks import DEFAULT_TASKS, FIGURE4_TASKS
@@ -382,7 +382,7 @@ def prepare(cfg: VerlTrainingConfig, train: pd.DataFrame, val: pd.DataFrame) -> 
         atomic.write_text(arm_dir / "overrides.txt", "\n".join(ov) + "\n")
         atomic.write_text(arm_dir / "plan.json", json.dumps(plans[arm.name], indent=2) + "\n")
         script = arm_dir / "launch.sh"
-        atomic.write_text(script, launch.script_text(arm, cluster, ov, arm_dir, REPO_ROOT))
+        atomic.write_text(script, launch.script_text(arm, arm_dir, REPO_ROOT))
         script.chmod(0o755)
         composed[arm.name], overrides[arm.name], scripts[arm.name] = c, ov, script
     return Prepared(train_file, val_file, composed, overrides, scripts)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from brorl_lib.core.paths import REPO_ROOT
 from brorl_lib.core.validation import check_int
-from brorl_lib.paper import reported as paper
+from brorl_lib.facts import reported as paper
 from brorl_lib.verl_recipe import configs, launch, logs
 
 RECIPE_DIR = REPO_ROOT / "recipes" / "brorl" / "smoke"

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from brorl_lib.core.validation import check_positive
-from brorl_lib.paper.reported import setting
+from brorl_lib.facts.reported import setting
 
 SIM_VOCAB_SIZE: int = setting("simulator_vocab_size")  # d
 SIM_N_CORRECT: int = setting("simulator_correct_tokens")  # |P|, the correct tokens
