@@ -30,38 +30,8 @@ MATH_RECORDS = [
 
 
 def notebook_params(**changes) -> dict:
-    """The notebook's defaults (what CI runs), with ``changes``."""
-    params = dict(
-        arms=["prorl", "brorl"],
-        prorl_rollouts=16,
-        prorl_prompts_per_step=512,
-        prorl_steps=535,
-        brorl_rollouts=512,
-        brorl_prompts_per_step=128,
-        brorl_steps=191,
-        ppo_mini_batches=4,
-        base_lr=1e-6,
-        temperature=1.2,
-        rg_tasks=list(tasks.DEFAULT_TASKS),
-        rg_train_per_task=8,
-        rg_val_per_task=4,
-        math_dataset="",
-        stem_dataset="",
-        code_dataset="",
-        instruction_dataset="",
-        dataset_train_count=0,
-        dataset_val_count=64,
-        seed=0,
-        nnodes=8,
-        n_gpus_per_node=8,
-        model_path="",
-        work_dir="",
-        run_name="brorl-repro",
-        test_freq=10,
-        save_freq=10,
-        execute=False,
-    )
-    return {**params, **changes}
+    """The notebook's defaults (what CI runs; declared once, in ``VerlTrainingConfig``), with ``changes``."""
+    return {**report.VerlTrainingConfig.defaults(), **changes}
 
 
 @pytest.fixture(scope="module")

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import torch
 
-from brorl_lib.core.validation import check_choice, check_int, check_int_list, check_positive, check_range, check_type
+from brorl_lib.core.params import PARAM_KEY, NotebookConfig, param
+from brorl_lib.core.validation import check_int, check_int_list
 from brorl_lib.facts import setup as paper_setup
 from brorl_lib.facts import theorem as theory
 
@@ -40,53 +41,51 @@ THEORY_METRICS = ("delta_q_measured", "delta_q_theorem")
 
 
 @dataclass(frozen=True)
-class SimSettings:
-    """Everything a run depends on besides N and the seed. Defaults: the paper's setup, and our
-    documented choices where the paper is silent (docs/simulator-choices.md#unstated-choices)."""
+class SimSettings(NotebookConfig):
+    """Everything a run depends on besides N and the seed, declared once: notebook 02's parameters of the same
+    names are these declarations (``declared_as``). Defaults: the paper's setup, and our documented choices
+    where the paper is silent (docs/simulator-choices.md#unstated-choices); upper bounds are our choice."""
 
-    vocab_size: int = paper_setup.SIM_VOCAB_SIZE
-    n_correct: int = paper_setup.SIM_N_CORRECT
-    steps: int = paper_setup.SIM_STEPS
-    lr: float = paper_setup.SIM_LEARNING_RATE
-    seeded_init: bool = True  # z=3 on correct tokens, anchor z=5: implied by Figure 3's mass axis
-    anchor_correct: bool = False  # our choice; the paper does not say (barely matters)
-    anchor_frozen: bool = False  # our choice: "fixed" read as "initialised at 5", not frozen
-    correct_tokens: str = "first"  # tokens 1..n_correct, or "random" (drawn per seed)
-    beta1: float = 0.9  # AdamW defaults of PyTorch; the paper gives none
-    beta2: float = 0.999
-    adam_eps: float = 1e-8
-    weight_decay: float = 0.01
-    update_rule: str = "paper"
-    worst_drop: str = "step"  # "step": worst change at this step; "running": worst so far
-    track_theory: bool = False  # also record measured dQ_pos and Theorem 1's prediction per step
-    dtype: str = "float64"
-    device: str = "cpu"
+    steps: int = param(paper_setup.SIM_STEPS, "update steps T (paper: 1000)", low=1, high=100_000)
+    vocab_size: int = param(paper_setup.SIM_VOCAB_SIZE, "vocabulary size d (paper: 128,000)", low=2, high=1_000_000)
+    n_correct: int = param(
+        paper_setup.SIM_N_CORRECT, "correct tokens, below vocab_size (paper: 10,000)", low=1, high=999_999
+    )
+    lr: float = param(
+        paper_setup.SIM_LEARNING_RATE, "AdamW learning rate η (paper: 1e-3)", low=0.0, low_open=True, high=10.0
+    )
+    weight_decay: float = param(0.01, "AdamW decoupled weight decay (unstated; PyTorch default)", low=0.0, high=100.0)
+    beta1: float = param(0.9, "AdamW beta1 (unstated; PyTorch default)", low=0.0, high=0.999999)
+    beta2: float = param(0.999, "AdamW beta2 (unstated; PyTorch default)", low=0.0, high=0.999999)
+    adam_eps: float = param(1e-8, "AdamW epsilon (unstated; PyTorch default)", low=0.0, low_open=True, high=1.0)
+    seeded_init: bool = param(True, "start at logit 3 on correct tokens and 5 on the anchor (paper option)")
+    anchor_correct: bool = param(False, "is the anchor token (index 0) correct? (unstated; our choice)")
+    anchor_frozen: bool = param(False, "keep the anchor's logit at 5 throughout? (unstated; our choice)")
+    correct_tokens: str = param(
+        "first",
+        "which tokens are correct: the first n_correct after the anchor, or random",
+        choices=CORRECT_TOKEN_CHOICES,
+    )
+    worst_drop: str = param(
+        "step", "worst drop of a correct token: at each step, or running (worst so far)", choices=WORST_DROP_MODES
+    )
+    dtype: str = param(
+        "float64", "precision of the runs: float32 is faster, same results to about 1e-5", choices=tuple(DTYPES)
+    )
+    device: str = param("cpu", "where the runs happen (cuda needs a visible GPU)", choices=("cpu", "cuda"))
+    update_rule: str = param("paper", "the paper's surrogate with AdamW, or Theorem 1's step", choices=UPDATE_RULES)
+    track_theory: bool = param(False, "also record the measured change of Q_pos and Theorem 1's prediction")
 
-    def validate(self) -> None:
-        check_int("vocab_size", self.vocab_size, low=2)
+    def check_together(self) -> None:
         check_int("n_correct", self.n_correct, low=1, high=self.vocab_size - 1)
-        check_int("steps", self.steps, low=1)
-        check_positive("lr", self.lr)
-        for name in ("seeded_init", "anchor_correct", "anchor_frozen", "track_theory"):
-            check_type(name, getattr(self, name), bool, "true or false")
-        check_choice("correct_tokens", self.correct_tokens, CORRECT_TOKEN_CHOICES)
-        check_range("beta1", self.beta1, low=0.0, high=0.999999)
-        check_range("beta2", self.beta2, low=0.0, high=0.999999)
-        check_positive("adam_eps", self.adam_eps)
-        check_range("weight_decay", self.weight_decay, low=0.0)
-        check_choice("update_rule", self.update_rule, UPDATE_RULES)
-        check_choice("worst_drop", self.worst_drop, WORST_DROP_MODES)
-        check_choice("dtype", self.dtype, DTYPES)
-        check_device(self.device)
-
-    def __post_init__(self) -> None:
-        self.validate()
+        if self.device == "cuda" and not torch.cuda.is_available():
+            raise ValueError("device='cuda' is not allowed here: torch sees no CUDA GPU; use 'cpu'")
 
 
-def check_device(device: str) -> None:
-    check_choice("device", device, ("cpu", "cuda"))
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' is not allowed here: torch sees no CUDA GPU; use 'cpu'")
+def declared_as(name: str):
+    """A notebook parameter declared exactly as ``SimSettings``' field ``name`` (one declaration for both)."""
+    info = next(f.metadata[PARAM_KEY] for f in fields(SimSettings) if f.name == name)
+    return param(**info)
 
 
 def check_runs(rollouts: list[int], seeds: list[int]) -> None:

@@ -10,7 +10,7 @@ import pandas as pd
 
 from brorl_lib.core.params import MAX_LIST_ITEMS, MAX_SEEDS, SEED_MAX, NotebookConfig, param
 from brorl_lib.facts import setup as paper_setup
-from brorl_lib.simulator.engine import CORRECT_TOKEN_CHOICES, DTYPES, WORST_DROP_MODES, SimSettings
+from brorl_lib.simulator.engine import SimSettings, declared_as
 from brorl_lib.simulator.runner import simulate
 
 # Figure 3's published axes (paper §4.1), and our reading of how far a curve may go beyond the outermost
@@ -52,29 +52,19 @@ class SimulatorConfig(NotebookConfig):
     rollouts: list[int] = param(
         PAPER_N, "rollout sizes N of Figure 3", low=1, high=MAX_ROLLOUTS, distinct=True, max_items=MAX_LIST_ITEMS
     )
-    steps: int = param(paper_setup.SIM_STEPS, "update steps T (paper: 1000)", low=1, high=100_000)
-    vocab_size: int = param(paper_setup.SIM_VOCAB_SIZE, "vocabulary size d (paper: 128,000)", low=2, high=1_000_000)
-    n_correct: int = param(
-        paper_setup.SIM_N_CORRECT, "correct tokens, below vocab_size (paper: 10,000)", low=1, high=999_999
-    )
-    lr: float = param(
-        paper_setup.SIM_LEARNING_RATE, "AdamW learning rate η (paper: 1e-3)", low=0.0, low_open=True, high=10.0
-    )
-    weight_decay: float = param(0.01, "AdamW decoupled weight decay (unstated; PyTorch default)", low=0.0, high=100.0)
-    beta1: float = param(0.9, "AdamW beta1 (unstated; PyTorch default)", low=0.0, high=0.999999)
-    beta2: float = param(0.999, "AdamW beta2 (unstated; PyTorch default)", low=0.0, high=0.999999)
-    adam_eps: float = param(1e-8, "AdamW epsilon (unstated; PyTorch default)", low=0.0, low_open=True, high=1.0)
-    seeded_init: bool = param(True, "start at logit 3 on correct tokens and 5 on the anchor (paper option)")
-    anchor_correct: bool = param(False, "is the anchor token (index 0) correct? (unstated; our choice)")
-    anchor_frozen: bool = param(False, "keep the anchor's logit at 5 throughout? (unstated; our choice)")
-    correct_tokens: str = param(
-        "first",
-        "which tokens are correct: the first n_correct after the anchor, or random",
-        choices=CORRECT_TOKEN_CHOICES,
-    )
-    worst_drop: str = param(
-        "step", "worst drop of a correct token: at each step, or running (worst so far)", choices=WORST_DROP_MODES
-    )
+    steps: int = declared_as("steps")
+    vocab_size: int = declared_as("vocab_size")
+    n_correct: int = declared_as("n_correct")
+    lr: float = declared_as("lr")
+    weight_decay: float = declared_as("weight_decay")
+    beta1: float = declared_as("beta1")
+    beta2: float = declared_as("beta2")
+    adam_eps: float = declared_as("adam_eps")
+    seeded_init: bool = declared_as("seeded_init")
+    anchor_correct: bool = declared_as("anchor_correct")
+    anchor_frozen: bool = declared_as("anchor_frozen")
+    correct_tokens: str = declared_as("correct_tokens")
+    worst_drop: str = declared_as("worst_drop")
     sweep_rollouts: list[int] = param(
         [2, 8, 32, 128, 512, 2048, 8192, LARGEST_PAPER_N],
         "N grid of the sweep",
@@ -102,10 +92,8 @@ class SimulatorConfig(NotebookConfig):
         distinct=True,
         max_items=MAX_LIST_ITEMS,
     )
-    dtype: str = param(
-        "float64", "precision of the runs: float32 is faster, same results to about 1e-5", choices=tuple(DTYPES)
-    )
-    device: str = param("cpu", "where the runs happen (cuda needs a visible GPU)", choices=("cpu", "cuda"))
+    dtype: str = declared_as("dtype")
+    device: str = declared_as("device")
 
     def check_together(self) -> None:
         self.settings()  # n_correct below vocab_size, and a visible GPU for device='cuda'
