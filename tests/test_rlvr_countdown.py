@@ -546,3 +546,34 @@ def test_kept_counts_survive_an_interruption_bit_for_bit(tok, split, warm, tmp_p
     pd.testing.assert_frame_equal(straight.drop(columns=timing), resumed.drop(columns=timing))
     a, b = np.load(tmp_path / "a" / KEPT_COUNTS), np.load(tmp_path / "b" / KEPT_COUNTS)
     assert np.array_equal(a, b) and a.sum() == straight["kept_samples"].sum() // 16
+
+
+def test_the_committed_update_quality_grid_reads_back_from_a_clone(tmp_path):
+    """The paper profile's grid is finished: from the files git tracks alone (no phase-1 snapshot weights, which
+    are not committed) the stage names its checkpoints as the committed rows do and returns those rows."""
+    import shutil
+    import subprocess
+
+    from brorl_lib.core import variants
+    from brorl_lib.core.paths import REPO_ROOT
+    from brorl_lib.core.registry import get_notebook
+
+    cfg = CountdownStudyConfig(**variants.profile_values(get_notebook("04_laptop_rlvr"), "paper"))
+    runs = cfg.runs_path()
+    tracked = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "ls-files", "-z", str(runs)], capture_output=True, text=True, check=True
+    ).stdout.split("\0")
+    if not any(tracked):
+        pytest.skip("not a git checkout")
+    for rel in filter(None, tracked):
+        source = REPO_ROOT / rel
+        if source.parent.name == "update_quality" or source.name in (study.SCREEN, "state.json", "instances.csv"):
+            target = tmp_path / source.relative_to(runs)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+    assert not list(tmp_path.rglob("snapshots"))
+    names = study.quality_checkpoints(cfg.study(), tmp_path)
+    committed = {p.stem for p in (runs / "update_quality").glob("*.csv")} - {study.PREVIOUS_NAME}
+    assert set(names) == committed
+    rows = study.update_quality_stage(cfg.study(), cfg.quality(), tmp_path, progress=False)
+    assert set(rows["checkpoint"]) == committed and len(rows) > 0

@@ -336,14 +336,16 @@ class UpdateQualitySettings:
 
 def quality_checkpoints(settings: StudySettings, root: Path) -> dict[str, Path]:
     """The chosen phase 1's checkpoints the update quality is measured at: its first snapshot (early), the
-    snapshot nearest half the plateau's step (mid) and the plateau itself."""
+    snapshot nearest half the plateau's step (mid) and the plateau itself. The snapshots' steps come from
+    ``snapshot_every`` (phase 1 keeps one at each multiple), not from the folders: their weights are not
+    committed, and a finished grid reads its rows back without them."""
     base = folder(root, chosen(settings, root)) / PHASE1
     step = json.loads((base / CHECKPOINT / "state.json").read_text())["step"]
-    snaps = sorted(int(p.name.removeprefix("step")) for p in (base / "snapshots").glob("step*"))
-    snaps = [k for k in snaps if k < step]
+    snaps = list(range(settings.snapshot_every, step, settings.snapshot_every)) if settings.snapshot_every else []
     if len(snaps) < 2:
         raise ValueError(
-            f"phase 1 at {base} kept {len(snaps)} snapshots before its plateau: need an early and a mid one"
+            f"phase 1 at {base} kept {len(snaps)} snapshots before its plateau at step {step} (snapshot_every="
+            f"{settings.snapshot_every}): need an early and a mid one"
         )
     mid = min(snaps[1:], key=lambda k: abs(k - step / 2))
     return {
