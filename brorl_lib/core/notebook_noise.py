@@ -15,7 +15,8 @@ import nbformat
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
-_PROGRESS_BAR = re.compile(r"\[\d+:\d+(:\d+)?<[^\]]*\]\s*$")  # tqdm's "[00:01<00:02, 3.4it/s]"
+# tqdm's "[00:01<00:02, 3.4it/s]", or "[00:00, ?it/s]" for a bar without a total (an empty loop among them)
+_PROGRESS_BAR = re.compile(r"\[\d+:\d+(:\d+)?(<[^\]]*|, [^\]]*)\]\s*$")
 _MODEL_REF = "IPY_MODEL_"
 
 
