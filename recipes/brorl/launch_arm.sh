@@ -43,11 +43,10 @@ for STOP in $STOPS; do
   SEGMENT=$(find "$ARM_DIR/logs" -maxdepth 1 -name 'segment_*.jsonl' | wc -l)
   LOG_FILE=$(printf '%s/logs/segment_%03d.jsonl' "$ARM_DIR" "$SEGMENT")
   export VERL_FILE_LOGGER_PATH="$LOG_FILE"
-  ray_env=()
-  for var in VERL_FILE_LOGGER_PATH PYTHONPATH $RAY_ENV; do
-    value="${!var}"
-    [[ "$var" != PYTHONPATH ]] || value="$REPO_ROOT"
-    ray_env+=("+ray_kwargs.ray_init.runtime_env.env_vars.$var='$value'")
+  ray_env=("+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH='$LOG_FILE'"
+    "+ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH='$REPO_ROOT'")
+  for var in $RAY_ENV; do
+    ray_env+=("+ray_kwargs.ray_init.runtime_env.env_vars.$var='${!var}'")
   done
   echo "[brorl] arm $ARM, steps $DONE to $STOP, segment $SEGMENT, log $LOG_FILE"
   "$PYTHON" -m verl.trainer.main_ppo "${overrides[@]}" trainer.total_training_steps="$STOP" "${ray_env[@]}" "$@" \
