@@ -112,7 +112,7 @@ def _variables(script) -> dict[str, str]:
 def test_each_launch_script_runs_its_arm_as_configs_say(generated):
     """The hand-written scripts' variables and headers are the arms of configs.py, profile by profile."""
     cpu_env = profile.env(launch.CLUSTER_ENV["VERL_USE_EXTERNAL_MODULES"])
-    for folder, arm in record.profile_arms().items():
+    for folder, (arm, _) in record.profile_arms().items():
         script = generated / folder / "launch.sh"
         prefix = folder[: -len(arm.name)]
         env = cpu_env if prefix == "cpu/" else launch.CLUSTER_ENV

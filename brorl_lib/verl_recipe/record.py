@@ -70,25 +70,25 @@ def arm_files(ov: list[str], folder: str, what: str) -> dict[str, str]:
 
 def record_files() -> dict[str, str]:
     """Path relative to ``recipes/brorl`` -> text, for every generated file (composes every arm: seconds)."""
-    arms, cluster = paper_arms(), paper_cluster()
     files: dict[str, str] = {}
-    for name, arm in arms.items():
-        ov = configs.overrides(arm, arms[configs.BASE_ARM], cluster)
-        per_profile = {"": ov, "cpu/": cpu_arm_overrides(name), "smoke/": smoke.overrides(ov, smoke.SmokeSettings())}
-        for prefix, what in PROFILES.items():
-            files |= arm_files(per_profile[prefix], f"{prefix}{name}", what)
+    for folder, (_, ov) in profile_arms().items():
+        prefix = folder[: folder.rindex("/") + 1] if "/" in folder else ""
+        files |= arm_files(ov, folder, PROFILES[prefix])
     return files
 
 
-def profile_arms() -> dict[str, configs.Arm]:
-    """Folder of each arm's launch.sh (relative to ``recipes/brorl``) -> the arm it runs, for every profile."""
-    arms, cpu = paper_arms(), profile.cpu_arms(CPU_SETTINGS.steps)
-    smoke_settings = smoke.SmokeSettings()
-    return {
-        f"{prefix}{name}": {"": arm, "cpu/": cpu[name], "smoke/": smoke.arm(name, smoke_settings)}[prefix]
-        for prefix in PROFILES
-        for name, arm in arms.items()
-    }
+def profile_arms() -> dict[str, tuple[configs.Arm, list[str]]]:
+    """Folder of each arm's launch.sh (relative to ``recipes/brorl``) -> the arm it runs and its Hydra overrides,
+    for every profile (``PROFILES``), arm by arm."""
+    arms, cluster = paper_arms(), paper_cluster()
+    cpu, smoke_settings = profile.cpu_arms(CPU_SETTINGS.steps), smoke.SmokeSettings()
+    out = {}
+    for name, arm in arms.items():
+        ov = configs.overrides(arm, arms[configs.BASE_ARM], cluster)
+        out[name] = (arm, ov)
+        out[f"cpu/{name}"] = (cpu[name], profile.overrides(name, ov, CPU_SETTINGS))
+        out[f"smoke/{name}"] = (smoke.arm(name, smoke_settings), smoke.overrides(ov, smoke_settings))
+    return out
 
 
 def run_dir(prefix: str) -> str:
