@@ -25,9 +25,15 @@ $(STAMP): pyproject.toml requirements.lock
 reproduce: $(STAMP)
 	$(BIN)/python -m brorl_lib reproduce --profile $(PROFILE)
 
-## Lint, unit tests, the book built with warnings as errors, vLLM on CPU against transformers, the committed
-## notebooks re-executed and checked by nbval, then JupyterLab and the book in a browser.
-test: lint unit book verl-test vllm-test nbval browser
+## Lint, unit tests, the book built with warnings as errors, verl's trainer on CPU, vLLM on CPU against
+## transformers, the committed notebooks re-executed and checked by nbval, then JupyterLab and the book in a
+## browser. The CPU vLLM environment is built meanwhile, in the background (its log: build/vllm-env.log).
+test: $(STAMP)
+	mkdir -p build
+	{ $(MAKE) --no-print-directory vllm > build/vllm-env.log 2>&1; echo $$? > build/vllm-env.rc; } & \
+	$(MAKE) --no-print-directory lint unit book verl-test; rc=$$?; wait; [ $$rc = 0 ] || exit $$rc; \
+	[ "$$(cat build/vllm-env.rc)" = 0 ] || { cat build/vllm-env.log; echo "make vllm failed (log above)" >&2; exit 1; }
+	$(MAKE) --no-print-directory vllm-test nbval browser
 
 ## ruff: lint rules and formatting (configured in pyproject.toml)
 lint: $(STAMP)
@@ -38,8 +44,8 @@ unit: $(STAMP) sandbox-deps
 	$(BIN)/python -m pytest -q tests --ignore=tests/browser --ignore=tests/test_vllm.py --ignore=tests/verl_cpu
 
 ## verl's own trainer (main_ppo) on this CPU with the committed recipe's cpu profile: both arms, a resume
-## after a kill, a TransferQueue cap below the step's peak, dynamic sampling's round cap (5 launches of about
-## 2 minutes each; tests/verl_cpu).
+## after a kill, a TransferQueue cap below the step's peak, dynamic sampling's round cap (5 launches of 2 to
+## 3 minutes each, most of it Ray and worker start-up; tests/verl_cpu).
 .PHONY: verl-test verl-cpu-run
 verl-test: $(STAMP)
 	$(BIN)/python -m pytest -q tests/verl_cpu

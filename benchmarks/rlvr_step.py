@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch
 
+from brorl_lib.models import tiny
 from brorl_lib.rlvr import candidates, plateau
-from brorl_lib.rlvr import model as tiny
 from brorl_lib.rlvr.run import EvalProtocol, evaluate
 from brorl_lib.rlvr.step import StepSettings, rl_step
 from brorl_lib.rlvr.tasks import forget_rewards, make_split

@@ -15,8 +15,8 @@ import time
 import torch
 
 from brorl_lib.facts import reported as paper
+from brorl_lib.models.tiny import TinyModelShape, build_model
 from brorl_lib.rlvr import tasks
-from brorl_lib.rlvr.model import TinyModelShape, build_model
 from brorl_lib.rlvr.sampling import generate
 from brorl_lib.rlvr.tokenizer import build_tokenizer
 

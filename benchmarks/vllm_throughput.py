@@ -239,7 +239,7 @@ def measure_own_sampler(args: argparse.Namespace) -> list[dict]:
     at most --response-tokens new tokens (it stops a response at end-of-sequence; tokens/s counts what it made)."""
     import torch
 
-    from brorl_lib.rlvr.model import load
+    from brorl_lib.models.tiny import load
     from brorl_lib.rlvr.sampling import generate
 
     model, tokenizer = load(args.model)
@@ -271,7 +271,7 @@ def measure_own_sampler(args: argparse.Namespace) -> list[dict]:
 
 def laptop_model(folder: Path) -> Path:
     """Notebook 04's model (TinyModelShape, freshly initialised with seed 0) and tokenizer, saved in ``folder``."""
-    from brorl_lib.rlvr.model import TinyModelShape, build_model, save
+    from brorl_lib.models.tiny import TinyModelShape, build_model, save
     from brorl_lib.rlvr.tokenizer import build_tokenizer
 
     tokenizer = build_tokenizer()

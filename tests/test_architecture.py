@@ -12,7 +12,13 @@ from brorl_lib.core.paths import LIB_DIR
 
 PARTS = ("theory", "simulator", "paper", "rlvr", "verl_recipe", "evaluation")
 # Modules any part may import besides core/: one source each for a fact several parts need.
-SHARED = ("brorl_lib.tasks", "brorl_lib.facts.theorem", "brorl_lib.facts.reported", "brorl_lib.facts.setup")
+SHARED = (
+    "brorl_lib.tasks",
+    "brorl_lib.models",
+    "brorl_lib.facts.theorem",
+    "brorl_lib.facts.reported",
+    "brorl_lib.facts.setup",
+)
 ALSO_ALLOWED = {"verl_recipe": ("brorl_lib.evaluation",)}  # notebook 05 turns evaluations into tables
 
 

@@ -27,8 +27,8 @@ from brorl_lib.evaluation.protocol import SamplingParams
 from brorl_lib.evaluation.run import EvalConfig, evaluate, instance_seed, same_results
 from brorl_lib.evaluation.sandbox import Limits, run_tests
 from brorl_lib.facts import reported as paper
+from brorl_lib.models.tiny import TinyModelShape, build_model, save
 from brorl_lib.rlvr import tasks as rlvr_tasks
-from brorl_lib.rlvr.model import TinyModelShape, build_model, save
 from brorl_lib.rlvr.tokenizer import build_tokenizer
 from brorl_lib.tasks.verifiers import verifier
 

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 import torch
 
+from brorl_lib.models import tiny
 from brorl_lib.rlvr import algorithm as alg
 from brorl_lib.rlvr import candidates, exact_q, study, tasks, warm_start
-from brorl_lib.rlvr import model as tiny
 from brorl_lib.rlvr import plateau as plateau_module
 from brorl_lib.rlvr import study_phase2 as p2
 from brorl_lib.rlvr import study_report as sr

@@ -12,7 +12,6 @@ import torch
 
 from brorl_lib.core.variants import profile_values
 from brorl_lib.rlvr import candidates, study, study_gpu
-from brorl_lib.rlvr import model as tiny
 from brorl_lib.rlvr import update_quality as uq
 from brorl_lib.rlvr.study_config import CountdownStudyConfig
 
@@ -40,7 +39,7 @@ def test_the_record_names_the_card_the_model_and_every_stages_time(rows):
     assert saved["card"] == "cpu" and saved["device"] == "cpu" and saved["torch"] == torch.__version__
     spec = TINY["candidates"][0]
     assert saved["candidate"] == spec and saved["candidate_key"] == candidates.parse(spec).key
-    assert saved["model_params"] == tiny.parameter_count(candidates.parse(spec).model) > 0
+    assert saved["model_params"] == candidates.parse(spec).model_params > 0
     assert saved["finished"] == ["screen", "plateau", "update_quality"]
     assert set(saved["stage_seconds"]) == set(saved["finished"]) and min(saved["stage_seconds"].values()) >= 0
     assert set(saved["update_quality_checkpoint_seconds"]) == set(study.QUALITY_STAGES)  # one worker job each

@@ -271,9 +271,9 @@ def test_verifier_scores_and_the_pass_rule():
 def test_committed_laptop_runs_get_the_same_held_out_instances():
     """The held-out instances of every committed laptop-scale configuration (the countdown study's, and the earlier
     design's whose training split ``study.previous_plateau`` draws again) are generated again, in the same order."""
+    from brorl_lib.models.tiny import TinyModelShape
     from brorl_lib.rlvr import study
     from brorl_lib.rlvr.candidates import Candidate
-    from brorl_lib.rlvr.model import TinyModelShape
 
     checked, splits = 0, {}  # a task's split, made once for every configuration that trains on it
     for runs in (REPO_ROOT / "data" / "runs" / "laptop_rlvr_countdown", REPO_ROOT / study.PREVIOUS_RUNS):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import types
 
 import pytest
@@ -11,6 +12,7 @@ from transformers import AutoTokenizer
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.utils.tokenizer import continuous_token_wiring
 
+from brorl_lib.models import tiny
 from brorl_lib.verl_recipe import configs, guard, record, tokenizer_fallback
 from brorl_lib.verl_recipe.cpu import plugin, profile, rollout, tiny_model
 from brorl_lib.verl_recipe.cpu.platform import CPUDeviceModule, CPUPlatform
@@ -116,7 +118,7 @@ def test_guard_leaves_validation_and_unbounded_runs_alone(monkeypatch):
 
 
 def test_recipe_hands_the_guard_the_keys_verl_reads():
-    cfg = configs.compose(record.cpu_arm_overrides("prorl"))
+    cfg = configs.compose(record.profile_arms()["cpu/prorl"][1])
     sampler = cfg.trainer.v1.sampler
     assert sampler.custom_sampler.path == configs.SAMPLER_PATH == f"pkg://{guard.__name__}"
     assert sampler.custom_sampler.name == guard.BoundedReplayBuffer.__name__
@@ -139,7 +141,7 @@ def test_tokenizer_is_deepseek_r1_distill_style():
 def test_verl_cannot_build_the_tiny_models_tokenizer_without_the_fallback(tmp_path):
     built = tiny_model.build_tokenizer()
     tiny_model.save_tokenizer(built, tmp_path)
-    tiny_model.TinyShape().config(built).save_pretrained(tmp_path)  # config.json: model_type qwen2
+    tiny_model.CPU_RUN_SHAPE.config(built).save_pretrained(tmp_path)  # config.json: model_type qwen2
     tok = AutoTokenizer.from_pretrained(tmp_path)  # as verl loads it from the model folder
     assert tok.unk_token is None and not tokenizer_fallback.has_token(tok, "<|im_end|>")
     create = continuous_token_wiring.create_continuous_token_builder
@@ -166,8 +168,7 @@ def test_fallback_targets_match_the_pinned_verl(monkeypatch):
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     tok = tiny_model.build_tokenizer()
-    torch.manual_seed(0)
-    model = tiny_model.Qwen2ForCausalLM(tiny_model.TinyShape(max_positions=64).config(tok))
+    model = tiny.build_model(dataclasses.replace(tiny_model.CPU_RUN_SHAPE, max_positions=64), tok, seed=0)
     path = tmp_path_factory.mktemp("tiny")
     model.save_pretrained(path)
     tiny_model.save_tokenizer(tok, path)

@@ -8,6 +8,7 @@ import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
+from brorl_lib.models import qwen2
 from brorl_lib.verl_recipe import configs, data, preflight, tokenizer_fallback
 from brorl_lib.verl_recipe.cpu import tiny_model
 
@@ -146,11 +147,11 @@ def test_parameter_count_is_qwen2s(tie):
     cfg = dict(R1_DISTILL_1_5B, hidden_size=16, intermediate_size=24, vocab_size=50, num_hidden_layers=2)
     cfg["num_attention_heads"], cfg["tie_word_embeddings"] = 4, tie
     model = Qwen2ForCausalLM(Qwen2Config(**cfg))
-    assert preflight.parameter_count(cfg) == sum(p.numel() for p in model.parameters())
+    assert qwen2.parameter_count(cfg) == sum(p.numel() for p in model.parameters())
 
 
 def test_a_checkpoint_of_the_start_model_is_about_21_gb():
-    params = preflight.parameter_count(R1_DISTILL_1_5B)
+    params = qwen2.parameter_count(R1_DISTILL_1_5B)
     assert round(params / 1e9, 2) == 1.78 and round(params * preflight.CKPT_BYTES_PER_PARAM / 1e9) == 21
 
 

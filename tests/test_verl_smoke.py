@@ -37,7 +37,7 @@ def test_smoke_profile_refuses_more_than_one_node_before_any_work():
 def test_smoke_report_reads_seconds_per_step_from_verls_logs(tmp_path, monkeypatch):
     arm_dir = tmp_path / "brorl"
     (arm_dir / "logs").mkdir(parents=True)
-    (arm_dir / "config.yaml").write_text(configs.to_yaml(configs.compose(record.cpu_arm_overrides("brorl"))))
+    (arm_dir / "config.yaml").write_text(configs.to_yaml(configs.compose(record.profile_arms()["cpu/brorl"][1])))
     lines = [
         '{"step": 0, "data": {"val-core/math.x/acc/mean@16": 0.5}}',
         '{"step": 1, "data": {"timing_s/step": 100.0}}',

@@ -22,7 +22,7 @@ from brorl_lib.evaluation import backends, metrics, vllm_compat
 from brorl_lib.evaluation import results as res
 from brorl_lib.evaluation.cli import main as cli_main
 from brorl_lib.evaluation.datasets import MATH_PROMPT
-from brorl_lib.rlvr.model import TinyModelShape, build_model, save
+from brorl_lib.models.tiny import TinyModelShape, build_model, save
 from brorl_lib.rlvr.sampling import positions
 from brorl_lib.rlvr.tokenizer import build_tokenizer
 from brorl_lib.rlvr.warm_start import IGNORE, sft_loss

@@ -7,8 +7,9 @@ import re
 from dataclasses import dataclass
 
 from brorl_lib.core.validation import check_choice, check_int
+from brorl_lib.models import qwen2
+from brorl_lib.models.tiny import TinyModelShape
 from brorl_lib.rlvr import tasks
-from brorl_lib.rlvr.model import TinyModelShape
 
 HEADS, KV_HEADS = 4, 2  # our choice for every model size: grouped-query attention as in Qwen2
 _SPEC = re.compile(r"^(?P<tasks>[a-z_]+:\d+(?:\+[a-z_]+:\d+)*)@(?P<hidden>\d+)x(?P<layers>\d+)$")
@@ -31,6 +32,13 @@ class Candidate:
     def spec(self) -> str:
         names = "+".join(f"{t}:{d}" for t, d in zip(self.tasks, self.difficulties))
         return f"{names}@{self.model.hidden}x{self.model.layers}"
+
+    @property
+    def model_params(self) -> int:
+        """Parameters of its model with the laptop tokenizer's vocabulary."""
+        from brorl_lib.rlvr.tokenizer import build_tokenizer
+
+        return qwen2.parameter_count(self.model.config(build_tokenizer()).to_dict())
 
 
 def shape(hidden: int, layers: int) -> TinyModelShape:

@@ -17,7 +17,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from brorl_lib.core import atomic, stats
-from brorl_lib.rlvr import model as tiny
+from brorl_lib.models import tiny
 from brorl_lib.rlvr import warm_start
 from brorl_lib.rlvr.run import CHECKPOINT, ArmSettings, EvalProtocol, recover_checkpoint, run_arm
 from brorl_lib.rlvr.tasks import LaptopInstance

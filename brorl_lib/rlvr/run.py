@@ -19,7 +19,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 from brorl_lib.core import atomic
 from brorl_lib.core.validation import check_int, check_positive, check_range
-from brorl_lib.rlvr import model as tiny
+from brorl_lib.models import tiny
 from brorl_lib.rlvr.sampling import generate
 from brorl_lib.rlvr.step import StepSettings, rl_step
 from brorl_lib.rlvr.tasks import LaptopInstance, reward

@@ -31,8 +31,8 @@ import torch
 
 from brorl_lib.core import atomic
 from brorl_lib.core.validation import check_choice, check_int, check_positive, check_range
+from brorl_lib.models import tiny
 from brorl_lib.rlvr import arms, exact_q, plateau, tasks
-from brorl_lib.rlvr import model as tiny
 from brorl_lib.rlvr.candidates import Candidate
 from brorl_lib.rlvr.run import CHECKPOINT, ArmSettings, EvalProtocol, save_array
 from brorl_lib.rlvr.step import StepSettings
@@ -265,7 +265,7 @@ def screen(settings: StudySettings, root: Path, progress: bool = True) -> pd.Dat
     for c in settings.candidates:
         ended = _phase1(settings, c, root, settings.screen_max_steps, progress)
         rows.append(
-            {"candidate": c.key, "numbers": c.difficulties[0], "model_params": tiny.parameter_count(c.model)}
+            {"candidate": c.key, "numbers": c.difficulties[0], "model_params": c.model_params}
             | {"screen_steps": int(ended["step"]), "plateau_reached": bool(ended["plateau"])}
             | regime(settings, c, root)
         )

@@ -29,7 +29,6 @@ from brorl_lib.core import atomic
 from brorl_lib.core.profiles import plan_run
 from brorl_lib.core.registry import get_notebook
 from brorl_lib.core.validation import check_int
-from brorl_lib.rlvr import model as tiny
 from brorl_lib.rlvr import study
 from brorl_lib.rlvr.study_config import CountdownStudyConfig
 
@@ -107,7 +106,7 @@ def run(
         "profile": profile,
         "candidate": c.spec,
         "candidate_key": c.key,
-        "model_params": tiny.parameter_count(c.model),
+        "model_params": c.model_params,
         "parameters": dict(parameters or {}),
         "phase1_max_steps": s.phase1_max_steps,
         "workers": workers,

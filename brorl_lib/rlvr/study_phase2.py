@@ -27,8 +27,8 @@ import pandas as pd
 import torch
 
 from brorl_lib.core.validation import check_int, check_int_list, check_positive
+from brorl_lib.models import tiny
 from brorl_lib.rlvr import arms, study
-from brorl_lib.rlvr import model as tiny
 from brorl_lib.rlvr.arms import Arm
 from brorl_lib.rlvr.run import CHECKPOINT, DONE, ArmSettings, run_arm, save_array
 from brorl_lib.rlvr.step import StepSettings

@@ -15,7 +15,7 @@ from brorl_lib.core import stats
 from brorl_lib.rlvr import plateau, study
 from brorl_lib.rlvr import study_phase2 as p2
 from brorl_lib.rlvr import update_quality as uq
-from brorl_lib.rlvr.run import DONE, KEPT_COUNTS
+from brorl_lib.rlvr.run import KEPT_COUNTS
 from brorl_lib.rlvr.study import LOW_Q_BAND
 
 FATE_EDGES = (0.0, LOW_Q_BAND[0], LOW_Q_BAND[1], 0.5, 0.95, 1.0)  # starting-q bands of the per-prompt fate
@@ -251,11 +251,6 @@ def prompt_fate(root: Path, s: study.StudySettings, p: p2.Phase2Settings) -> pd.
     out["delta_q_se"] = g["delta_q"].std(ddof=1).to_numpy() / np.sqrt(g.size().to_numpy())
     out["seeds"] = g.size().to_numpy()
     return out
-
-
-def finished_runs(root: Path, s: study.StudySettings, p: p2.Phase2Settings) -> int:
-    c = study.chosen(s, root)
-    return sum((p2.arm_folder(root, c, a, seed) / DONE).exists() for a, seed in p2.plan(s, p, root))
 
 
 def phase1_curve(root: Path, s: study.StudySettings) -> pd.DataFrame:

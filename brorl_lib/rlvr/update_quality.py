@@ -28,9 +28,9 @@ from tqdm.auto import tqdm
 
 from brorl_lib.core import atomic
 from brorl_lib.core.validation import check_int, check_positive
+from brorl_lib.models import tiny
 from brorl_lib.rlvr import algorithm as alg
 from brorl_lib.rlvr import exact_q
-from brorl_lib.rlvr import model as tiny
 from brorl_lib.rlvr.run import TRAINER_STATE
 from brorl_lib.rlvr.sampling import concat
 from brorl_lib.rlvr.step import StepSettings, backward, generation_round, rows_of

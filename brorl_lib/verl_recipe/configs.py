@@ -139,11 +139,6 @@ def segment_stops(arm_name: str, last_step: int) -> list[int]:
     return [s for s in table1_stops(arm_name) if s < last_step] + [last_step]
 
 
-def min_storage_size(arm: Arm) -> int:
-    """The smallest TransferQueue cap (samples) the recipe's rule allows for ``arm``."""
-    return STORAGE_MULTIPLE * arm.samples_per_step
-
-
 def learning_rate(arm: Arm, base: Arm, base_lr: float = BASE_LR) -> float:
     """Paper §4.2.1: lr of ``arm`` = base_lr x sqrt(its samples per step / the base arm's)."""
     return scaled_learning_rate(base_lr, base.samples_per_step, arm.samples_per_step)

@@ -26,6 +26,7 @@ from pathlib import Path
 import yaml
 
 from brorl_lib.core.paths import REPO_ROOT
+from brorl_lib.models.qwen2 import parameter_count
 from brorl_lib.verl_recipe import configs, data
 
 COMMAND = "python -m brorl_lib.verl_recipe.preflight"
@@ -222,16 +223,6 @@ def check_driver_memory(plan: ArmPlan, available: int | None = None) -> Result:
     if free < need:
         return _fail(name, detail, "run the driver on a node with more memory, or lower data.max_response_length")
     return Result(name, True, detail)
-
-
-def parameter_count(cfg: dict) -> int:
-    """Parameters of a Qwen2 decoder from its config.json (q/k/v biases, untied head unless tie_word_embeddings)."""
-    h, layers, inter, vocab = (cfg[k] for k in ("hidden_size", "num_hidden_layers", "intermediate_size", "vocab_size"))
-    heads = cfg["num_attention_heads"]
-    head_dim = cfg.get("head_dim") or h // heads
-    q, kv = heads * head_dim, cfg.get("num_key_value_heads", heads) * head_dim
-    per_layer = (h * q + q) + 2 * (h * kv + kv) + q * h + 3 * h * inter + 2 * h  # attention, MLP, two norms
-    return layers * per_layer + vocab * h * (1 if cfg.get("tie_word_embeddings") else 2) + h  # + final norm
 
 
 def kept_checkpoints(plan: ArmPlan) -> int:

@@ -100,12 +100,6 @@ def run_dir(prefix: str) -> str:
 CPU_SETTINGS = profile.CpuSettings()  # the committed cpu profile's length
 
 
-def cpu_arm_overrides(name: str, settings: profile.CpuSettings = CPU_SETTINGS) -> list[str]:
-    """The cpu profile's overrides of arm ``name``: the recorded arm's overrides plus the CPU delta."""
-    arms, cluster = paper_arms(), paper_cluster()
-    return profile.overrides(name, configs.overrides(arms[name], arms[configs.BASE_ARM], cluster), settings)
-
-
 def write_record(out_dir: str | Path = RECORD_DIR) -> list[Path]:
     """Write every generated file of the record under ``out_dir`` (atomically)."""
     out_dir = Path(out_dir)

@@ -17,20 +17,17 @@ the pass rate strictly between 0 and 1 that dynamic sampling needs, and a score 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from tqdm.auto import tqdm
-from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
-from transformers.utils import logging as hf_logging
+from transformers import PreTrainedTokenizerFast
 
 from brorl_lib.core import atomic
 from brorl_lib.core.validation import check_int, check_positive
-
-hf_logging.disable_progress_bar()
+from brorl_lib.models.tiny import TinyModelShape, build_model
 
 BOS = "<\uff5cbegin\u2581of\u2581sentence\uff5c>"  # <｜begin▁of▁sentence｜>
 EOS = "<\uff5cend\u2581of\u2581sentence\uff5c>"  # <｜end▁of▁sentence｜>: end of turn, also padding
@@ -54,33 +51,9 @@ SAVED_CONFIG = {"tokenizer_class": "LlamaTokenizerFast", "unk_token": None}
 IGNORE = -100  # transformers' label for positions without loss
 
 
-@dataclass(frozen=True)
-class TinyShape:
-    """Our choice: a model that learns the answer format in a minute on 2 cores (about 0.15M parameters)."""
-
-    hidden: int = 64
-    layers: int = 2
-    heads: int = 4
-    kv_heads: int = 2
-    intermediate: int = 128
-    max_positions: int = 1536  # the CPU profile's prompt plus response length, with room
-
-    def config(self, tokenizer: PreTrainedTokenizerFast) -> Qwen2Config:
-        for name in ("hidden", "layers", "heads", "kv_heads", "intermediate", "max_positions"):
-            check_int(name, getattr(self, name), low=1)
-        return Qwen2Config(
-            vocab_size=len(tokenizer),
-            hidden_size=self.hidden,
-            intermediate_size=self.intermediate,
-            num_hidden_layers=self.layers,
-            num_attention_heads=self.heads,
-            num_key_value_heads=self.kv_heads,
-            max_position_embeddings=self.max_positions,
-            tie_word_embeddings=True,
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-        )
+# Our choice: a model that learns the answer format in a minute on 2 cores (about 0.15M parameters), positions for
+# the CPU profile's prompt plus response length, with room.
+CPU_RUN_SHAPE = TinyModelShape(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, max_positions=1536)
 
 
 def build_tokenizer() -> PreTrainedTokenizerFast:
@@ -158,7 +131,7 @@ def warm_start(
     batch_size: int = 16,
     lr: float = 3e-3,
     seed: int = 0,
-    shape: TinyShape = TinyShape(),
+    shape: TinyModelShape = CPU_RUN_SHAPE,
     progress: bool = True,
 ) -> Path:
     """Train a fresh tiny model on ``train`` (verl parquet rows) and save it, with its tokenizer, to ``out_dir``.
@@ -171,8 +144,7 @@ def warm_start(
     if train.empty:
         raise ValueError("train is empty: the warm start needs training rows")
     tokenizer = build_tokenizer()
-    torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(shape.config(tokenizer)).to(torch.float32)
+    model = build_model(shape, tokenizer, seed)
     prompts, targets = [], []
     for messages, extra, reward in zip(train["prompt"], train["extra_info"], train["reward_model"]):
         for text in prompt_variants(messages, extra):

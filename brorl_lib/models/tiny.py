@@ -16,7 +16,8 @@ hf_logging.disable_progress_bar()  # checkpoints are saved often; their progress
 
 @dataclass(frozen=True)
 class TinyModelShape:
-    """Our choice: small enough to train and sample on 2 CPU cores in minutes (about 0.45M parameters)."""
+    """Our choice of defaults (notebook 04's model): small enough to train and sample on 2 CPU cores in minutes
+    (about 0.45M parameters with its tokenizer)."""
 
     hidden: int = 128
     layers: int = 3
@@ -71,11 +72,3 @@ def load(path: Path, device: str = "cpu") -> tuple[Qwen2ForCausalLM, PreTrainedT
         raise ValueError(f"no model at {path}: expected a Hugging Face folder with config.json (a saved warm start)")
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device)
     return model, PreTrainedTokenizerFast.from_pretrained(path)
-
-
-def parameter_count(shape: TinyModelShape) -> int:
-    """Parameters of a model of this shape (built and discarded; the global random state is left as it was)."""
-    from brorl_lib.rlvr.tokenizer import build_tokenizer
-
-    with torch.random.fork_rng():
-        return sum(t.numel() for t in build_model(shape, build_tokenizer(), 0).parameters())
