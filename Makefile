@@ -40,8 +40,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+## The unit tests, one worker per logical CPU (pytest-xdist).
 unit: $(STAMP) sandbox-deps
-	$(BIN)/python -m pytest -q tests --ignore=tests/browser --ignore=tests/test_vllm.py --ignore=tests/verl_cpu
+	$(BIN)/python -m pytest -q -n logical tests --ignore=tests/browser --ignore=tests/test_vllm.py --ignore=tests/verl_cpu
 
 ## verl's own trainer (main_ppo) on this CPU with the committed recipe's cpu profile: both arms, a resume
 ## after a kill, a TransferQueue cap below the step's peak, dynamic sampling's round cap (5 launches of 2 to
