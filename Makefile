@@ -130,11 +130,11 @@ browser-deps:
 	$(call debian_package,chromium,chromium,The browser test)
 
 ## The notebooks' runs also check every figure's layout in every preset style (a finding fails the cell); the
-## report sums them per style.
+## report sums them per style. One notebook per worker, one worker per logical CPU, each notebook's cells in order.
 nbval: $(STAMP)
 	rm -f build/layout-check.jsonl
 	BRORL_LAYOUT_CHECK=1 BRORL_LAYOUT_REPORT=$(CURDIR)/build/layout-check.jsonl \
-		$(BIN)/python -m pytest -q --nbval-lax --nbval-current-env notebooks
+		$(BIN)/python -m pytest -q -n logical --dist loadfile --nbval-lax --nbval-current-env notebooks
 	$(BIN)/python -m brorl_lib layout-report build/layout-check.jsonl
 
 ## Re-execute notebooks/ in place with their defaults (the outputs nbval compares against).
