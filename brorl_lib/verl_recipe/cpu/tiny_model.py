@@ -51,7 +51,7 @@ SAVED_CONFIG = {"tokenizer_class": "LlamaTokenizerFast", "unk_token": None}
 IGNORE = -100  # transformers' label for positions without loss
 
 
-# Our choice: a model that learns the answer format in a minute on 2 cores (about 0.15M parameters), positions for
+# Our choice: a model that learns the answer format in a minute on 2 cores (about 0.09M parameters), positions for
 # the CPU profile's prompt plus response length, with room.
 CPU_RUN_SHAPE = TinyModelShape(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, max_positions=1536)
 
