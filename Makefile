@@ -5,6 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PROFILE ?= paper
+# pytest-xdist workers of the unit tests and nbval: one per CPU, at most 4 (each imports torch and verl; our
+# choice, so that a many-core machine with little memory is not filled). `make test TEST_WORKERS=1`: one worker.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export PYTHONHASHSEED := 0
 
@@ -40,9 +43,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-## The unit tests, one worker per logical CPU (pytest-xdist).
+## The unit tests on TEST_WORKERS workers (pytest-xdist).
 unit: $(STAMP) sandbox-deps
-	$(BIN)/python -m pytest -q -n logical tests --ignore=tests/browser --ignore=tests/test_vllm.py --ignore=tests/verl_cpu
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) tests --ignore=tests/browser --ignore=tests/test_vllm.py --ignore=tests/verl_cpu
 
 ## verl's own trainer (main_ppo) on this CPU with the committed recipe's cpu profile: both arms, a resume
 ## after a kill, a TransferQueue cap below the step's peak, dynamic sampling's round cap (5 launches of 2 to
@@ -130,11 +133,11 @@ browser-deps:
 	$(call debian_package,chromium,chromium,The browser test)
 
 ## The notebooks' runs also check every figure's layout in every preset style (a finding fails the cell); the
-## report sums them per style. One notebook per worker, one worker per logical CPU, each notebook's cells in order.
+## report sums them per style. One notebook per worker (TEST_WORKERS of them), each notebook's cells in order.
 nbval: $(STAMP)
 	rm -f build/layout-check.jsonl
 	BRORL_LAYOUT_CHECK=1 BRORL_LAYOUT_REPORT=$(CURDIR)/build/layout-check.jsonl \
-		$(BIN)/python -m pytest -q -n logical --dist loadfile --nbval-lax --nbval-current-env notebooks
+		$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --nbval-lax --nbval-current-env notebooks
 	$(BIN)/python -m brorl_lib layout-report build/layout-check.jsonl
 
 ## Re-execute notebooks/ in place with their defaults (the outputs nbval compares against).
