@@ -120,7 +120,7 @@ browser: $(STAMP) browser-deps
 ## The book: a static HTML site of the committed, executed notebooks (not re-run), the docs/ pages and a gallery of
 ## every artifact in figures/MANIFEST.json, into build/book/html/ (open index.html there); warnings fail it (seconds).
 book: $(STAMP)
-	$(BIN)/python -m brorl_lib.core.book
+	$(BIN)/python -m brorl_lib.book
 
 ## Photograph the notebooks' explore sections again for docs/screenshots/, each with a sidecar holding its
 ## notebook's input hash: all of them, or NOTEBOOKS="04_laptop_rlvr ..." only. The unit tests fail while a

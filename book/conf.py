@@ -1,4 +1,4 @@
-"""Sphinx configuration of the book (make book); brorl_lib.core.book stages its sources and runs Sphinx."""
+"""Sphinx configuration of the book (make book); brorl_lib.book.build stages its sources and runs Sphinx."""
 
 project = "BroRL companion"
 author = "the BroRL companion's authors"

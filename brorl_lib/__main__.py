@@ -1,5 +1,5 @@
 import sys
 
-from brorl_lib.core.cli import main
+from brorl_lib.pipeline.cli import main
 
 sys.exit(main())

@@ -1,5 +1,6 @@
 """The layout's rules (docs/architecture.md): parts depend on core/ and the shared packages only, the shared
-packages on core/ and each other, core/ on nothing of ours, and the import graph has no cycle."""
+packages on core/ and each other, core/ on nothing of ours, nothing the notebooks import on the tools around them
+(the pipeline, the book), and the import graph has no cycle."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ SHARED = (
     "brorl_lib.facts.setup",
 )
 ALSO_ALLOWED = {"verl_recipe": ("brorl_lib.evaluation",)}  # notebook 05 turns evaluations into tables
+TOOLS = ("brorl_lib.pipeline", "brorl_lib.book")  # run and show the notebooks; no notebook imports them
 
 
 def _module_name(path) -> str:
@@ -87,6 +89,19 @@ def test_core_imports_no_part():
         if _part(t) or t.startswith(SHARED)
     ]
     # the registry names each notebook's config class as a string, never by import
+    assert not offenders, "\n".join(offenders)
+
+
+def test_nothing_the_notebooks_import_imports_the_tools():
+    graph = _imports()
+    assert {"brorl_lib.pipeline.runner", "brorl_lib.book.build"} <= set(graph)  # the rule below has subjects
+    offenders = [
+        f"{m} imports {t}"
+        for m, ts in graph.items()
+        if not m.startswith(TOOLS) and m != "brorl_lib.__main__"
+        for t in ts
+        if t.startswith(TOOLS)
+    ]
     assert not offenders, "\n".join(offenders)
 
 

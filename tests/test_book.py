@@ -1,4 +1,4 @@
-"""The book's sources (core.book and its parts): the gallery generated from the manifest, the notebook pages as
+"""The book's sources (book.build and its parts): the gallery generated from the manifest, the notebook pages as
 staged (banner, captioned figures, folded parameters, tidy tables, explore screenshots), the results at a glance
 computed from figures/, and the staged tree whose links resolve. The build itself and its pages in a browser:
 tests/browser/test_book.py (make book, make browser)."""
@@ -16,10 +16,15 @@ import nbformat
 import pandas as pd
 import pytest
 
-from brorl_lib.core import book, book_gallery, book_glance, book_pages, book_tables, manifest
+from brorl_lib.book import build as book
+from brorl_lib.book import gallery as book_gallery
+from brorl_lib.book import glance as book_glance
+from brorl_lib.book import pages as book_pages
+from brorl_lib.book import tables as book_tables
 from brorl_lib.core.artifacts import PROVENANCE
 from brorl_lib.core.paths import FIGURES_DIR, NOTEBOOKS_DIR, REPO_ROOT
-from brorl_lib.core.screenshots import SHOTS_DIR
+from brorl_lib.pipeline import manifest
+from brorl_lib.pipeline.screenshots import SHOTS_DIR
 
 
 def _entry(notebook: str, artifact: str, provenance: str, caption: str) -> dict:

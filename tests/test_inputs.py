@@ -5,9 +5,9 @@ import shutil
 
 import pytest
 
-from brorl_lib.core import hashing
 from brorl_lib.core.paths import REPO_ROOT
 from brorl_lib.core.registry import NOTEBOOKS
+from brorl_lib.pipeline import hashing
 
 # A path under data/ as the code names it: "data/runs/verl" or REPO_ROOT / "data" / "runs" / "verl".
 SLASHED = re.compile(r"""["'](data(?:/[\w.-]+)+)""")

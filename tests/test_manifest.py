@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from brorl_lib.core import hashing, manifest
-from brorl_lib.core.cli import main
 from brorl_lib.core.paths import FIGURES_DIR
 from brorl_lib.core.registry import get_notebook
+from brorl_lib.pipeline import hashing, manifest
+from brorl_lib.pipeline.cli import main
 
 
 def _entry(folder, name: str, text: str) -> dict:

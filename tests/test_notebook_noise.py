@@ -5,8 +5,8 @@ import copy
 import nbformat
 import pytest
 
-from brorl_lib.core import notebook_noise as noise
 from brorl_lib.core.registry import NOTEBOOKS
+from brorl_lib.pipeline import notebook_noise as noise
 
 
 def _view(model: str, text: str) -> dict:

@@ -8,10 +8,10 @@ import papermill
 import pytest
 import torch
 
-from brorl_lib.core.book_pages import committed_parameters
-from brorl_lib.core.cli import main
+from brorl_lib.book.pages import committed_parameters
 from brorl_lib.core.profiles import available_profiles, plan_run
 from brorl_lib.core.registry import NOTEBOOKS
+from brorl_lib.pipeline.cli import main
 
 ASSIGNMENT = re.compile(r"^\w+\s*(:[^=]+)?=")
 

@@ -11,11 +11,11 @@ import nbformat
 import papermill
 import pytest
 
-from brorl_lib.core.cli import main
 from brorl_lib.core.params import Param
 from brorl_lib.core.profiles import load_profile, parse_override, plan_run
 from brorl_lib.core.registry import NOTEBOOKS, get_notebook
 from brorl_lib.evaluation import cli as eval_cli
+from brorl_lib.pipeline.cli import main
 
 ALL_PARAMS = [(spec, p) for spec in NOTEBOOKS for p in spec.config_class().declaration()]
 

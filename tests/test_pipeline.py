@@ -7,12 +7,13 @@ import nbformat
 import pandas as pd
 import pytest
 
-from brorl_lib.core import execute, hashing, manifest, pipeline
 from brorl_lib.core.params import NotebookConfig
 from brorl_lib.core.paths import REPO_ROOT
 from brorl_lib.core.profiles import Plan, load_profile, plan_run
 from brorl_lib.core.registry import NotebookSpec, get_notebook
 from brorl_lib.core.validation import check_int
+from brorl_lib.pipeline import execute, hashing, manifest
+from brorl_lib.pipeline import runner as pipeline
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def test_library_files_follow_imports():
         "__init__.py",
     }
     assert {f"brorl_lib/{name}" for name in expected} <= files
-    assert "brorl_lib/core/pipeline.py" not in files and "brorl_lib/core/plotting.py" not in files
+    assert "brorl_lib/pipeline/runner.py" not in files and "brorl_lib/core/plotting.py" not in files
 
 
 def test_status_reports_each_kind_of_staleness(tmp_path):

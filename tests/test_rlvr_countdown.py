@@ -438,8 +438,8 @@ def test_the_best_update_and_the_best_n_are_read_off_their_tables():
 def test_the_notebook_reads_the_quick_study_back_and_writes_every_artifact(tiny_root, tmp_path, monkeypatch):
     """Notebook 04 with its defaults (the quick profile) pointed at the finished tiny study: every cell runs,
     every artifact is written, nothing is trained again."""
-    from brorl_lib.core.execute import execute
     from brorl_lib.core.paths import NOTEBOOKS_DIR, OUTPUT_DIR_ENV
+    from brorl_lib.pipeline.execute import execute
 
     study.outside_check(tiny_study(), tiny_root)
     before = sorted((p, p.stat().st_mtime_ns) for p in tiny_root.rglob("*") if p.is_file())

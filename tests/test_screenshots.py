@@ -1,5 +1,5 @@
 """Screenshots that cannot go stale: each one the README or the book shows records its notebook's input hash, and
-fails here once the notebook's inputs changed, naming the command that takes it again (core.screenshots)."""
+fails here once the notebook's inputs changed, naming the command that takes it again (pipeline.screenshots)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from brorl_lib.core import hashing, screenshots
 from brorl_lib.core.paths import REPO_ROOT
 from brorl_lib.core.registry import get_notebook
+from brorl_lib.pipeline import hashing, screenshots
 
 INPUTS = {"notebook": "n1", "library": "l1", "parameters": "p1", "data": "d1", "input": "i1"}
 

@@ -12,9 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from brorl_lib.core import layout, manifest, styles
+from brorl_lib.core import layout, styles
 from brorl_lib.core.artifacts import read_record
-from brorl_lib.core.cli import main
 from brorl_lib.core.paths import FIGURES_DIR
 from brorl_lib.core.plotting import (
     MIN_AXES_EM,
@@ -24,6 +23,8 @@ from brorl_lib.core.plotting import (
     pt,
     save_figure,
 )
+from brorl_lib.pipeline import manifest
+from brorl_lib.pipeline.cli import main
 from brorl_lib.rlvr import study_plots as rlvr_plots
 from brorl_lib.rlvr import update_quality as uq
 from brorl_lib.simulator import plots as simulator_plots

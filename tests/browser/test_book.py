@@ -24,7 +24,8 @@ from urllib.parse import urldefrag
 import pytest
 from docutils.nodes import make_id
 
-from brorl_lib.core import book, book_gallery
+from brorl_lib.book import build as book
+from brorl_lib.book import gallery as book_gallery
 from brorl_lib.core.paths import BUILD_DIR, NOTEBOOKS_DIR
 
 playwright = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[dev]' installs playwright")

@@ -5,7 +5,7 @@ Debian's Chromium through Playwright, and for each notebook runs every cell with
 notebook's own defaults; notebook 04's: paper, read back from the committed runs). It then moves one control of the
 explore section, checks that the figure (or the table under it) changed and that no cell shows an error,
 and writes a screenshot of the explore section to build/screenshots/, with a sidecar recording the notebook's input
-hash (core.screenshots). With BRORL_UPDATE_SCREENSHOTS=1 (`make screenshots`) both also go to docs/screenshots/,
+hash (pipeline.screenshots). With BRORL_UPDATE_SCREENSHOTS=1 (`make screenshots`) both also go to docs/screenshots/,
 which the README and the book show, for every notebook that ran without a problem. The server and the browser are
 ended by process id.
 """
@@ -28,8 +28,8 @@ import nbformat
 import pytest
 from papermill.parameterize import parameterize_notebook
 
-from brorl_lib.core import screenshots
 from brorl_lib.core.paths import BUILD_DIR, INTERACTIVE_ENV, NOTEBOOKS_DIR, OUTPUT_DIR_ENV
+from brorl_lib.pipeline import screenshots
 
 playwright = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[dev]' installs playwright")
 
@@ -79,7 +79,7 @@ def _free_port() -> int:
 
 def _copy_notebooks(root: Path) -> dict[str, tuple[dict[str, str], dict[str, str]]]:
     """notebooks/ into ``root`` (outputs cleared), each with the parameters of its screenshot's profile (its
-    committed profile, core.screenshots.profile_of) injected after its parameters cell, as papermill does; notebook
+    committed profile, pipeline.screenshots.profile_of) injected after its parameters cell, as papermill does; notebook
     name -> its input hashes with those parameters and the hashes of the files they cover, as they are now (what its
     screenshot's sidecar records)."""
     names = {}

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from brorl_lib.core.book_gallery import artifact_label, escape
+from brorl_lib.book.gallery import artifact_label, escape
 
 COLUMNS = {  # artifact -> role -> the CSV column a verdict reads
     "theory_theorem1_errors": {

@@ -22,12 +22,13 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from brorl_lib.core import atomic, manifest, run_log, styles, variants
+from brorl_lib.core import atomic, styles, variants
 from brorl_lib.core.artifacts import read_record
-from brorl_lib.core.hashing import input_hashes, sha256_file
-from brorl_lib.core.notebook_noise import strip_noise
 from brorl_lib.core.paths import BUILD_DIR, FIGURES_DIR, INTERACTIVE_ENV, OUTPUT_DIR_ENV
 from brorl_lib.core.profiles import Plan
+from brorl_lib.pipeline import manifest, run_log
+from brorl_lib.pipeline.hashing import input_hashes, sha256_file
+from brorl_lib.pipeline.notebook_noise import strip_noise
 
 STATE_FILE = BUILD_DIR / "state.json"
 
@@ -146,13 +147,13 @@ def _failure_message(name: str, executed: Path) -> str:
 
 
 def _execute(plan: Plan, staging: Path, executed: Path, log_output: bool, look: Look = DEFAULT_LOOK) -> int:
-    """papermill (``core.execute``) in a child process group, killed whole on timeout; returns its exit code."""
+    """papermill (``pipeline.execute``) in a child process group, killed whole on timeout; returns its exit code."""
     params_file = staging / "parameters.yaml"
     params_file.write_text(yaml.safe_dump(plan.parameters))
     cmd = [
         sys.executable,
         "-m",
-        "brorl_lib.core.execute",
+        "brorl_lib.pipeline.execute",
         str(plan.spec.path),
         str(executed),
         "--parameters",
@@ -307,7 +308,7 @@ def refresh_notebook(path: Path, log_output: bool = False, parameters: dict | No
     ``parameters`` injected as papermill does (the committed profile's, where it is not the defaults)."""
     tmp = BUILD_DIR / "refresh" / path.name
     tmp.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "brorl_lib.core.execute", str(path), str(tmp), "--cwd", str(path.parent)]
+    cmd = [sys.executable, "-m", "brorl_lib.pipeline.execute", str(path), str(tmp), "--cwd", str(path.parent)]
     if parameters:
         values = tmp.with_suffix(".yaml")
         atomic.write_text(values, yaml.safe_dump(parameters, sort_keys=False))

@@ -2,7 +2,7 @@
 
 The manifest holds only what the inputs determine (notebook, parameters, input hashes, provenance, caption,
 each file's SHA-256), so re-running unchanged inputs rewrites it byte for byte. Facts of one run (wall
-time, host, commit) go to the uncommitted run log (``core.run_log``).
+time, host, commit) go to the uncommitted run log (``pipeline.run_log``).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import os
 from pathlib import Path
 
 from brorl_lib.core import atomic
-from brorl_lib.core.hashing import input_hashes, sha256_file
 from brorl_lib.core.paths import FIGURES_DIR
 from brorl_lib.core.registry import get_notebook
+from brorl_lib.pipeline.hashing import input_hashes, sha256_file
 
 MANIFEST_FILE = "MANIFEST.json"
 SCHEMA = 1

@@ -1,7 +1,7 @@
 """A committed notebook as a book page, its outputs unchanged in value: a banner saying which profile's execution
 the page shows and where the gallery holds the artifacts of ``figures/``; each figure output captioned with its
 artifact's manifest caption, alt text and width at the figure's size in inches; the parameters cell folded;
-``# NBVAL_*`` marker lines left out; pandas tables tidied (``core.book_tables``); the explore section's screenshot.
+``# NBVAL_*`` marker lines left out; pandas tables tidied (``book.tables``); the explore section's screenshot.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import struct
 
 import nbformat
 
-from brorl_lib.core import book_tables
-from brorl_lib.core.book_gallery import artifact_label, artifacts_by_notebook, escape, notebook_label, picture_of
+from brorl_lib.book import tables
+from brorl_lib.book.gallery import artifact_label, artifacts_by_notebook, escape, notebook_label, picture_of
 from brorl_lib.core.paths import PARAMS_DIR
 from brorl_lib.core.profiles import available_profiles, load_profile
 
@@ -252,7 +252,7 @@ def tidy_cells(nb) -> None:
         for out in cell.get("outputs", []):
             html = out.get("data", {}).get("text/html")
             if html is not None:
-                out["data"]["text/html"] = book_tables.tidy_html(_text(html))
+                out["data"]["text/html"] = tables.tidy_html(_text(html))
 
 
 def screenshot_cell(notebook: str, image: str, profile: str | None) -> nbformat.NotebookNode:

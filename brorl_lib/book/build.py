@@ -1,12 +1,12 @@
 """The book: a static HTML site of the executed notebooks, the docs/ pages and a gallery of figures/.
 
-``make book`` (``python -m brorl_lib.core.book``) stages the sources under ``build/book/src/`` in the
+``make book`` (``python -m brorl_lib.book``) stages the sources under ``build/book/src/`` in the
 repository's own layout, so relative links between the README, ``docs/`` and ``notebooks/`` resolve as they do
 in a clone: the README is the front page, every ``docs/*.md`` page and every notebook is a page, a Markdown file
 they link to elsewhere in the repository becomes a page too, any other file they link to is copied so that the
-link downloads it, and ``figures/MANIFEST.json`` becomes the gallery page (``core.book_gallery``). The notebooks
-are shown with their committed outputs, never re-executed, presented by ``core.book_pages``; the front page ends
-with the results at a glance (``core.book_glance``). Sphinx (configuration: ``book/conf.py``) then writes the site to
+link downloads it, and ``figures/MANIFEST.json`` becomes the gallery page (``book.gallery``). The notebooks
+are shown with their committed outputs, never re-executed, presented by ``book.pages``; the front page ends
+with the results at a glance (``book.glance``). Sphinx (configuration: ``book/conf.py``) then writes the site to
 ``build/book/html/`` with warnings as errors, so a broken link, a missing image or a missing anchor fails the
 build.
 """
@@ -18,15 +18,15 @@ import json
 import os
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import nbformat
 
-from brorl_lib.core import book_pages, manifest, screenshots
-from brorl_lib.core.book_gallery import artifacts_by_notebook, gallery_markdown, picture_of
-from brorl_lib.core.book_glance import glance_markdown
+from brorl_lib.book import pages
+from brorl_lib.book.gallery import artifacts_by_notebook, gallery_markdown, picture_of
+from brorl_lib.book.glance import glance_markdown
 from brorl_lib.core.paths import BUILD_DIR, FIGURES_DIR, NOTEBOOKS_DIR, REPO_ROOT
+from brorl_lib.pipeline import manifest, screenshots
 
 CONF_DIR = REPO_ROOT / "book"
 BOOK_DIR = BUILD_DIR / "book"
@@ -137,19 +137,19 @@ class _Stager:
         dest.write_text(self.rewrite(page.read_text(encoding="utf-8"), page) + extra, encoding="utf-8")
 
     def stage_notebook(self, path: Path, recorded: dict) -> None:
-        """Stage the committed notebook ``path`` as a page (``core.book_pages``), the manifest ``recorded`` telling
+        """Stage the committed notebook ``path`` as a page (``book.pages``), the manifest ``recorded`` telling
         which artifacts its figures are and how the gallery's were made."""
         nb = nbformat.read(path, as_version=4)
         for cell in nb.cells:
             if cell.cell_type == "markdown":
                 cell.source = self.rewrite(cell.source, path)
-        book_pages.tidy_cells(nb)
-        book_pages.caption_figures(nb, path.stem, recorded)
-        book_pages.add_banner(nb, book_pages.banner(path.stem, nb, recorded))
+        pages.tidy_cells(nb)
+        pages.caption_figures(nb, path.stem, recorded)
+        pages.add_banner(nb, pages.banner(path.stem, nb, recorded))
         shot = screenshots.SHOTS_DIR / f"{path.stem}.png"
         if shot.is_file():
             image = self._rewrite_target(os.path.relpath(shot, path.parent), path)
-            book_pages.add_screenshot(nb, book_pages.screenshot_cell(path.stem, image, _shot_profile(shot)))
+            pages.add_screenshot(nb, pages.screenshot_cell(path.stem, image, _shot_profile(shot)))
         dest = self.staged_path(path)
         dest.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, dest)
@@ -227,7 +227,7 @@ def build(out: Path = BOOK_DIR, strict: bool = True, quiet: bool = True) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m brorl_lib.core.book", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m brorl_lib.book", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=BOOK_DIR, help="build folder (default: build/book)")
     parser.add_argument("--no-strict", action="store_true", help="keep going on warnings (default: they fail)")
     args = parser.parse_args(argv)
@@ -235,7 +235,3 @@ def main(argv: list[str] | None = None) -> int:
     if status == 0:
         print(f"the book: {manifest.shown(args.out / 'html' / 'index.html')}")
     return status
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """Execute one notebook with papermill, its kernel reached over local IPC sockets instead of TCP.
 
-``python -m brorl_lib.core.execute INPUT OUTPUT [--parameters FILE.yaml] [--cwd DIR] [--log-output]``
+``python -m brorl_lib.pipeline.execute INPUT OUTPUT [--parameters FILE.yaml] [--cwd DIR] [--log-output]``
 
 Over IPC no port is opened and ipykernel prints no "Kernel is running over TCP without encryption" warning
 into the log. The sockets live in a private temporary folder of each run (removed after it), never in the
@@ -50,7 +50,7 @@ def execute(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m brorl_lib.core.execute", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m brorl_lib.pipeline.execute", description=__doc__.splitlines()[0])
     ap.add_argument("notebook", type=Path)
     ap.add_argument("output", type=Path)
     ap.add_argument("--parameters", type=Path, help="YAML file of parameter values")

@@ -11,10 +11,13 @@ import os
 import sys
 from pathlib import Path
 
-from brorl_lib.core import layout, manifest, styles, variants
+from brorl_lib.core import layout, styles, variants
 from brorl_lib.core.artifacts import changes_text
 from brorl_lib.core.paths import BUILD_DIR, FIGURES_DIR
-from brorl_lib.core.pipeline import (
+from brorl_lib.core.profiles import available_profiles, parse_override, plan_run
+from brorl_lib.core.registry import NOTEBOOKS, get_notebook
+from brorl_lib.pipeline import manifest
+from brorl_lib.pipeline.runner import (
     Look,
     NotebookFailed,
     RunResult,
@@ -24,8 +27,6 @@ from brorl_lib.core.pipeline import (
     set_aside_damaged_manifest,
     write_parameters_cell,
 )
-from brorl_lib.core.profiles import available_profiles, parse_override, plan_run
-from brorl_lib.core.registry import NOTEBOOKS, get_notebook
 
 LAYOUT_REPORT = BUILD_DIR / "layout-check.jsonl"  # where the test suite's notebook runs report
 

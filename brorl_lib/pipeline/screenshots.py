@@ -17,10 +17,10 @@ import sys
 from pathlib import Path
 
 from brorl_lib.core import atomic
-from brorl_lib.core.hashing import data_files, input_hashes, library_files, notebook_code, sha256_file
 from brorl_lib.core.paths import NOTEBOOKS_DIR, REPO_ROOT
 from brorl_lib.core.profiles import plan_run
 from brorl_lib.core.registry import get_notebook
+from brorl_lib.pipeline.hashing import data_files, input_hashes, library_files, notebook_code, sha256_file
 
 SHOTS_DIR = REPO_ROOT / "docs" / "screenshots"
 REFRESH = "make screenshots"
@@ -133,7 +133,7 @@ def stale(names: list[str] | None = None, shots_dir: Path = SHOTS_DIR) -> list[s
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m brorl_lib.core.screenshots",
+        prog="python -m brorl_lib.pipeline.screenshots",
         description="List the screenshots shown in the README or the book whose notebook changed since.",
     )
     parser.add_argument("--names", action="store_true", help="print only the notebooks to photograph again")

@@ -1,0 +1,5 @@
+import sys
+
+from brorl_lib.book.build import main
+
+sys.exit(main())
