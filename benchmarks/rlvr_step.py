@@ -18,7 +18,7 @@ import torch
 
 from brorl_lib.models import tiny
 from brorl_lib.rlvr import candidates, plateau
-from brorl_lib.rlvr.run import EvalProtocol, evaluate
+from brorl_lib.rlvr.run import SamplingParams, evaluate
 from brorl_lib.rlvr.step import StepSettings, rl_step
 from brorl_lib.rlvr.tasks import forget_rewards, make_split
 
@@ -44,7 +44,7 @@ def main() -> None:
     plateau.warm_start_model(cand.model, train, args.warm_start_steps, 1e-3, 0, folder, args.device)
     where = torch.cuda.get_device_name(0) if args.device == "cuda" else f"cpu, {torch.get_num_threads()} threads"
     print(f"torch {torch.__version__}, {where}; {cand.spec}, warm start {folder}")
-    protocol = EvalProtocol(16, 0.6, 0.95, 10)
+    protocol = SamplingParams(16, 0.6, 0.95, 10)
     shapes = (("ProRL", 16, args.prompts), ("BroRL", 512, args.prompts // 4))
     for (name, n, prompts), dedupe in ((shape, d) for shape in shapes for d in (False, True)):
         forget_rewards()  # each configuration pays the verifier for its own responses (no warm reward cache)

@@ -36,8 +36,8 @@ import time
 from pathlib import Path
 
 from brorl_lib.evaluation import vllm_compat
-from brorl_lib.evaluation.protocol import TEMPERATURE, TOP_P
 from brorl_lib.facts import reported as paper
+from brorl_lib.facts.protocol import TEMPERATURE, TOP_P
 
 EXIT_NO_VLLM = 3
 ARMS = tuple(n for n, _ in paper.arm_shapes().values())  # samples per prompt of the ProRL and BroRL arms (Table 1)

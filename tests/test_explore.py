@@ -11,12 +11,12 @@ import ipywidgets as w
 import matplotlib.pyplot as plt
 import pytest
 
-from brorl_lib.core import controls
-from brorl_lib.core.live import LiveFigure, Progress, Stopped, explore
 from brorl_lib.core.params import NotebookConfig
 from brorl_lib.core.paths import FIGURES_DIR, INTERACTIVE_ENV
-from brorl_lib.core.plotting import new_figure
-from brorl_lib.core.views import save_view, views_folder
+from brorl_lib.explore import controls
+from brorl_lib.explore.live import LiveFigure, Progress, Stopped, explore
+from brorl_lib.explore.views import save_view, views_folder
+from brorl_lib.figures.plotting import new_figure
 from brorl_lib.paper import explorer as paper_explorer
 from brorl_lib.paper import report as pr
 from brorl_lib.rlvr.study_config import CountdownStudyConfig

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from brorl_lib.core import layout, palette, styles
 from brorl_lib.core.artifacts import PROVENANCE, check_artifact, class_text, stamp_text
-from brorl_lib.core.plotting import fit_texts, new_figure, save_figure
 from brorl_lib.core.precision import rounded_inputs
+from brorl_lib.figures import layout, palette, styles
+from brorl_lib.figures.plotting import fit_texts, new_figure, save_figure
 from brorl_lib.pipeline.cli import main
 
 

@@ -8,8 +8,8 @@ import pytest
 
 from brorl_lib.core import atomic
 from brorl_lib.core.artifacts import RECORD_FILE, read_record
-from brorl_lib.core.plotting import new_figure, save_figure
 from brorl_lib.core.table_files import save_table
+from brorl_lib.figures.plotting import new_figure, save_figure
 
 
 def draw(seed=0):

@@ -104,7 +104,7 @@ def test_library_files_follow_imports():
         "__init__.py",
     }
     assert {f"brorl_lib/{name}" for name in expected} <= files
-    assert "brorl_lib/pipeline/runner.py" not in files and "brorl_lib/core/plotting.py" not in files
+    assert "brorl_lib/pipeline/runner.py" not in files and "brorl_lib/figures/plotting.py" not in files
 
 
 def test_status_reports_each_kind_of_staleness(tmp_path):

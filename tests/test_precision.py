@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from brorl_lib.core import precision
-from brorl_lib.core.plotting import save_figure
 from brorl_lib.core.table_files import save_table
+from brorl_lib.figures.plotting import save_figure
 from brorl_lib.paper import dynamic_sampling as ds
 from brorl_lib.theory import plots as theory_plots
 from brorl_lib.theory import report as tr

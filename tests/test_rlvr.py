@@ -17,13 +17,14 @@ from scipy import stats as sps
 
 from brorl_lib.core import stats
 from brorl_lib.facts import setup as paper_setup
+from brorl_lib.facts.protocol import SamplingParams
 from brorl_lib.models import tiny
 from brorl_lib.rlvr import algorithm as alg
 from brorl_lib.rlvr import candidates, plateau, sampling, tasks, warm_start
 from brorl_lib.rlvr import run as run_module
 from brorl_lib.rlvr import step as step_module
 from brorl_lib.rlvr.plateau import PlateauRule
-from brorl_lib.rlvr.run import TRAINER_STATE, ArmSettings, EvalProtocol, correct_counts, run_arm, standard_error
+from brorl_lib.rlvr.run import TRAINER_STATE, ArmSettings, correct_counts, run_arm, standard_error
 from brorl_lib.rlvr.sampling import encode_prompts, generate, nucleus
 from brorl_lib.rlvr.step import StepSettings, rl_step
 from brorl_lib.rlvr.tokenizer import build_tokenizer
@@ -162,8 +163,8 @@ def test_top_p_one_is_plain_sampling_and_greedy_is_the_argmax(tok, model):
     for bad in (0.0, -0.1, 1.5):
         with pytest.raises(ValueError, match=f"^top_p={bad}"):
             generate(model, tok, prompts, 1, 6, 1.0, torch.Generator(), top_p=bad)
-    with pytest.raises(ValueError, match="^eval_top_p=0"):
-        EvalProtocol(4, 0.6, 0.0, 6)
+    with pytest.raises(ValueError, match="^top_p=0"):
+        SamplingParams(4, 0.6, 0.0, 6)
 
 
 def test_concat_pads_each_round_to_the_longest_and_keeps_groups_apart(tok, model):
@@ -496,7 +497,7 @@ def test_an_arm_from_a_phase1_checkpoint_continues_its_optimizer_at_its_own_lr(t
     shutil.copytree(tmp_path / "start", tmp_path / "warm")
     (tmp_path / "warm" / TRAINER_STATE).unlink()
     settings = ArmSettings("arm", StepSettings(n_rollouts=4, max_new_tokens=5), 2, 2e-3, 8, 1, 1, seed=0)
-    protocol = EvalProtocol(2, 0.6, 0.95, 5)
+    protocol = SamplingParams(2, 0.6, 0.95, 5)
     for start, steps_before in (("start", 3), ("warm", 0)):
         m = run_arm(tmp_path / start, train, test, settings, tmp_path / f"arm_{start}", protocol, progress=False)
         saved = torch.load(tmp_path / f"arm_{start}" / "checkpoint" / TRAINER_STATE, weights_only=False)["optimizer"]
@@ -514,7 +515,7 @@ def assert_same_weights(a_dir, b_dir) -> None:
 
 
 # --- a tiny phase 1, and arms from its checkpoint ---
-PROTOCOL = EvalProtocol(4, 0.6, 0.95, 5)
+PROTOCOL = SamplingParams(4, 0.6, 0.95, 5)
 PHASE1_RULE = PlateauRule(window=2, alpha=0.05, min_rise=0.01)
 PHASE1_STEPS = (2, 4)  # a short cap first (as a screen's), then the longer one it continues to
 
@@ -577,6 +578,8 @@ def test_evaluation_counts_do_not_depend_on_its_chunks(phase1_run, monkeypatch):
     assert whole.shape == (len(test),) and set(whole) <= {0, 1}
     monkeypatch.setattr(run_module, "EVAL_ROWS", 5)
     np.testing.assert_array_equal(correct_counts(policy, tok, test, 1, PROTOCOL, 0, greedy=True), whole)
+    at_zero = dataclasses.replace(PROTOCOL, temperature=0)  # the protocol's greedy decoding: the same answers
+    np.testing.assert_array_equal(correct_counts(policy, tok, test, 1, at_zero, 0), whole)
     sampled = correct_counts(policy, tok, test, 4, PROTOCOL, 3)
     assert sampled.shape == (len(test),) and sampled.max() <= 4
     np.testing.assert_array_equal(sampled, correct_counts(policy, tok, test, 4, PROTOCOL, 3))
@@ -629,7 +632,7 @@ def test_arm_resumes_bit_for_bit_even_when_cut_during_a_checkpoint_swap(phase1_r
     root, _, (train, test, val), _ = phase1_run
     step = StepSettings(n_rollouts=4, max_new_tokens=5, max_rounds=2)
     settings = ArmSettings("arm", step, 4, 1e-3, 160, 2, 2, seed=5, eval_budgets=(40,))
-    kwargs = dict(protocol=EvalProtocol(2, 0.6, 0.95, 5), progress=False, validation=val[:3])
+    kwargs = dict(protocol=SamplingParams(2, 0.6, 0.95, 5), progress=False, validation=val[:3])
     start = root / "warm_start"  # no optimizer state: a fresh AdamW
     whole = run_arm(start, train, test, settings, tmp_path / "whole", **kwargs)
     assert whole["updates"].sum() > 0  # the arm trained, so resuming has something to reproduce

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
+from brorl_lib.facts.protocol import SamplingParams
 from brorl_lib.models import tiny
 from brorl_lib.rlvr import algorithm as alg
 from brorl_lib.rlvr import candidates, exact_q, study, tasks, warm_start
@@ -17,7 +18,7 @@ from brorl_lib.rlvr import study_phase2 as p2
 from brorl_lib.rlvr import study_report as sr
 from brorl_lib.rlvr import update_quality as uq
 from brorl_lib.rlvr.correct_set import canonical_answers, countdown_solutions
-from brorl_lib.rlvr.run import KEPT_COUNTS, TRAINER_STATE, ArmSettings, EvalProtocol, run_arm
+from brorl_lib.rlvr.run import KEPT_COUNTS, TRAINER_STATE, ArmSettings, run_arm
 from brorl_lib.rlvr.sampling import concat, generate, nucleus
 from brorl_lib.rlvr.step import StepSettings, backward, generation_round, rl_step, rows_of
 from brorl_lib.rlvr.study_config import CountdownStudyConfig
@@ -323,7 +324,7 @@ def tiny_study() -> study.StudySettings:
         temperature=1.0,
         max_new_tokens=6,
         max_rounds=4,
-        protocol=EvalProtocol(16, 0.6, 0.95, 6),
+        protocol=SamplingParams(16, 0.6, 0.95, 6),
     )
 
 
@@ -537,7 +538,7 @@ def test_kept_counts_survive_an_interruption_bit_for_bit(tok, split, warm, tmp_p
     arm = ArmSettings(
         "arm", StepSettings(16, max_new_tokens=6, refill="shortfall", dedupe=True), 4, 1e-4, 1000, 0, 1, 0
     )
-    protocol = EvalProtocol(16, 0.6, 0.95, 6)
+    protocol = SamplingParams(16, 0.6, 0.95, 6)
     args = (tmp_path / "start", split[0], split[1], arm)
     straight = run_arm(*args, tmp_path / "a", protocol, progress=False, count_kept=True)
     run_arm(*args, tmp_path / "b", protocol, max_steps=2, progress=False, count_kept=True)

@@ -56,12 +56,12 @@ def test_a_screenshot_taken_with_the_current_inputs_is_current(shots):
 
 def test_a_changed_input_makes_it_stale_naming_what_changed_and_the_command(shots, monkeypatch):
     folder, now = shots
-    files = {"brorl_lib/core/plotting.py": "a", "brorl_lib/theory/plots.py": "b"}
+    files = {"brorl_lib/figures/plotting.py": "a", "brorl_lib/theory/plots.py": "b"}
     screenshots.record(folder / "01_theory.png", "01_theory", INPUTS, files)
-    monkeypatch.setattr(screenshots, "current_files", lambda name: {**files, "brorl_lib/core/plotting.py": "c"})
+    monkeypatch.setattr(screenshots, "current_files", lambda name: {**files, "brorl_lib/figures/plotting.py": "c"})
     now.update(library="l2", input="i2")
     message = screenshots.problem("01_theory", folder)
-    assert "(library changed: brorl_lib/core/plotting.py)" in message and "notebook changed" not in message
+    assert "(library changed: brorl_lib/figures/plotting.py)" in message and "notebook changed" not in message
     assert "`make screenshots NOTEBOOKS=01_theory`" in message
     assert screenshots.stale(["01_theory"], folder) == [message]
     assert screenshots.refresh_command([message, message.replace("01_theory", "05_x")]) == (

@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from brorl_lib.core import layout, styles
 from brorl_lib.core.artifacts import read_record
 from brorl_lib.core.paths import FIGURES_DIR
-from brorl_lib.core.plotting import (
+from brorl_lib.figures import layout, styles
+from brorl_lib.figures.plotting import (
     MIN_AXES_EM,
     MIN_PANEL_HEIGHT_EM,
     fit_texts,
@@ -385,8 +385,8 @@ def test_notebook_03_in_the_journal_style_with_svg_goes_to_its_own_folder(tmp_pa
 
 # --- an explorer's Save figure row ---
 def test_save_figure_in_an_explorer_re_draws_in_the_chosen_style(tmp_path):
-    from brorl_lib.core import controls
-    from brorl_lib.core.live import LiveFigure
+    from brorl_lib.explore import controls
+    from brorl_lib.explore.live import LiveFigure
     from brorl_lib.simulator import explorer as sim_explorer
     from brorl_lib.simulator import report as sr
 

@@ -309,10 +309,13 @@ def test_every_part_draws_its_entries_from_the_one_generator():
     assert [r["extra_info"]["entry"] for r in rows] == [encode_entry(e) for e in drawn]
 
 
-def test_entries_do_not_depend_on_the_hash_seed():
-    """word_ladder iterates over a set of strings: its entries are made with hash seed 0 whatever the caller's."""
+def test_entries_and_evaluation_instances_do_not_depend_on_the_hash_seed():
+    """Some generators iterate over sets of strings (word_ladder, isomorphic_strings): entries, and the evaluation's
+    instances made from them, are made with hash seed 0 whatever the caller's."""
     code = (
-        "from brorl_lib.tasks.generation import entries; print([e['question'] for e in entries('word_ladder', 3, 11)])"
+        "from brorl_lib.tasks.generation import entries; print([e['question'] for e in entries('word_ladder', 3, 11)]);"
+        "from brorl_lib.evaluation import datasets as b; items = b.load_instances('rg_algorithmic', rg_per_task=2,"
+        " rg_tasks=['isomorphic_strings', 'ransom_note']); print([(i.instance_id, i.prompt) for i in items])"
     )
     prints = {
         subprocess.run(

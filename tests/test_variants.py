@@ -13,11 +13,11 @@ import pytest
 
 from brorl_lib.core import variants
 from brorl_lib.core.artifacts import read_record
-from brorl_lib.core.plotting import new_figure, save_figure
 from brorl_lib.core.profiles import available_profiles
 from brorl_lib.core.registry import NOTEBOOKS, get_notebook
 from brorl_lib.core.table_files import save_table
-from brorl_lib.core.views import save_view
+from brorl_lib.explore.views import save_view
+from brorl_lib.figures.plotting import new_figure, save_figure
 from brorl_lib.simulator import report as sr
 from brorl_lib.verl_recipe import report as vr
 

@@ -70,7 +70,7 @@ def test_cpu_profile_is_the_committed_arm_plus_exactly_the_listed_delta(arm):
 def test_cpu_arms_follow_the_papers_prompt_ratio_and_lr_rule():
     arms = profile.cpu_arms(2)
     assert arms["brorl"].prompts_per_step * 4 == arms["prorl"].prompts_per_step
-    assert arms["brorl"].rollouts > arms["prorl"].rollouts
+    assert arms["brorl"].n_rollouts > arms["prorl"].n_rollouts
     lr = {a: float(profile.delta(a, profile.CpuSettings())["actor_rollout_ref.actor.optim.lr"][0]) for a in arms}
     ratio = arms["brorl"].samples_per_step / arms["prorl"].samples_per_step
     assert lr["brorl"] / lr["prorl"] == pytest.approx(ratio**0.5)

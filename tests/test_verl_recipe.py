@@ -465,7 +465,7 @@ def test_logs_of_two_segments_become_a_tidy_frame_and_the_papers_tables(composed
     )
     assert logs.trained_steps(arm_dir / "logs") == {1, 2, 3, 4}  # step 0 is validation only
     run = logs.read_run(arm_dir)
-    assert (run.run, run.arm, run.rollouts, run.prompts_per_step, run.segments) == ("run1", "brorl", 512, 128, 2)
+    assert (run.run, run.arm, run.n_rollouts, run.prompts_per_step, run.segments) == ("run1", "brorl", 512, 128, 2)
     s = run.steps.set_index("step")
     assert list(s.index) == [0, 1, 2, 3, 4]
     assert s.loc[3, "step_s"] == 1800.0 and s.loc[3, "evicted_groups"] == 0  # the later segment wins
@@ -568,7 +568,7 @@ def test_cpu_run_gets_a_figure_of_its_own_labelled_with_each_arms_logged_batch_s
     points = report.cpu_run_points(runs)
     for run in cpu:
         label = report.arm_label(run)
-        assert f"N={run.rollouts:,} × {run.prompts_per_step:,} prompt" in label
+        assert f"N={run.n_rollouts:,} × {run.prompts_per_step:,} prompt" in label
         mine = points[points.label == label]
         assert report.TRAIN_PANEL in set(mine.panel) and mine.panel.str.startswith("pass@1: ").any()
     assert not report.paper_scale_runs(cpu)  # never drawn on the paper's axes

@@ -89,7 +89,7 @@ def test_record_is_the_papers_arms_as_notebook_05_sets_them_by_default(generated
     assert cluster == record.paper_cluster()
     assert {a.name: a for a in cfg.arm_specs()} == record.paper_arms()
     arms = record.paper_arms()
-    assert [(a.rollouts, a.prompts_per_step, a.steps) for a in arms.values()] == [(16, 512, 535), (512, 128, 191)]
+    assert [(a.n_rollouts, a.prompts_per_step, a.steps) for a in arms.values()] == [(16, 512, 535), (512, 128, 191)]
     composed = {arm: configs.compose((generated / arm / "overrides.txt").read_text().splitlines()) for arm in arms}
     lr = {arm: c.actor_rollout_ref.actor.optim.lr for arm, c in composed.items()}
     assert lr["brorl"] / lr["prorl"] == pytest.approx(8**0.5)
@@ -124,7 +124,7 @@ def test_each_launch_script_runs_its_arm_as_configs_say(generated):
             **env,
             "RAY_ENV": " ".join(env),
         }, folder
-        head = f"N={arm.rollouts} rollouts x {arm.prompts_per_step} prompts per step"
+        head = f"N={arm.n_rollouts} rollouts x {arm.prompts_per_step} prompts per step"
         assert head in script.read_text() and f"{arm.steps} RL steps" in script.read_text(), folder
         assert f"bash recipes/brorl/{folder}/launch.sh" in script.read_text(), folder
     readme = (generated / "README.md").read_text()  # the README's table of the arms, as configs.py computes it
@@ -132,7 +132,7 @@ def test_each_launch_script_runs_its_arm_as_configs_say(generated):
     base = arms[configs.BASE_ARM]
     for name, a in arms.items():
         lr = configs.learning_rate(a, base, record.paper_cluster().base_lr)
-        row = f"| {a.rollouts} | {a.prompts_per_step} | {a.samples_per_step} | {a.mini_batches} "
+        row = f"| {a.n_rollouts} | {a.prompts_per_step} | {a.samples_per_step} | {a.mini_batches} "
         assert f"{row}({a.mini_batch_prompts} prompts) | {lr:.4g} | {a.steps} |" in readme, name
 
 
@@ -186,7 +186,7 @@ def test_launch_script_takes_the_paths_from_the_environment(generated, tmp_path)
     assert cfg.trainer.default_local_dir == "/ckpt/brorl"
     # the run folder holds the record's config, so notebook 05 reads the logs back as the BroRL arm
     (run,) = logs.find_runs(repo / "data" / "runs" / "verl")
-    assert (run.arm, run.rollouts, run.prompts_per_step) == ("brorl", 512, 128)
+    assert (run.arm, run.n_rollouts, run.prompts_per_step) == ("brorl", 512, 128)
 
 
 def test_evaluate_script_runs_the_papers_protocol_on_the_three_checkpoints(generated, tmp_path):

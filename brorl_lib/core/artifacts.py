@@ -3,7 +3,7 @@
 ``save_figure`` and ``save_table`` append one line per artifact to a record file in the output
 folder; after a successful run the pipeline moves the files into ``figures/`` and enters them in
 ``MANIFEST.json``. A ``variant`` (parameters other than its profile's, ``core.variants``) carries the
-changed parameters, an ``estimate`` its basis, a figure drawn in another style (``core.styles``) its style.
+changed parameters, an ``estimate`` its basis, a figure drawn in another style (``figures.styles``) its style.
 """
 
 from __future__ import annotations

@@ -33,29 +33,25 @@ ERROR_DECIMALS = 10
 _RULES = "brorl_precision"  # key in DataFrame.attrs: {column: ("decimals", n) | ("scaled", digits)}
 
 
-def round_significant(values, digits: int = SIGNIFICANT_DIGITS):
-    """``values`` (a float, array or Series) rounded to ``digits`` significant digits; -0.0 becomes 0.0.
-
-    Decimal rounding of the exact binary value (Python's formatting), so it is the same on every machine.
-    """
+def _round(values, spec: str):
+    """``values`` (a float, array or Series) through the format ``spec``; -0.0 becomes 0.0. Decimal rounding of
+    the exact binary value (Python's formatting), so it is the same on every machine."""
     if isinstance(values, pd.Series):
-        return pd.Series(round_significant(values.to_numpy(dtype=float), digits), index=values.index, name=values.name)
+        return pd.Series(_round(values.to_numpy(dtype=float), spec), index=values.index, name=values.name)
     if np.ndim(values) == 0:
-        return float(f"{float(values):.{digits}g}") + 0.0
+        return float(format(float(values), spec)) + 0.0
     arr = np.asarray(values, dtype=float)
-    flat = [float(f"{v:.{digits}g}") for v in arr.ravel().tolist()]
-    return np.asarray(flat, dtype=float).reshape(arr.shape) + 0.0
+    return np.asarray([float(format(v, spec)) for v in arr.ravel().tolist()], dtype=float).reshape(arr.shape) + 0.0
+
+
+def round_significant(values, digits: int = SIGNIFICANT_DIGITS):
+    """``values`` rounded to ``digits`` significant digits (see ``_round``)."""
+    return _round(values, f".{digits}g")
 
 
 def round_decimals(values, decimals: int):
-    """``values`` rounded to ``decimals`` decimal places (exact decimal rounding); -0.0 becomes 0.0."""
-    if isinstance(values, pd.Series):
-        return pd.Series(round_decimals(values.to_numpy(dtype=float), decimals), index=values.index, name=values.name)
-    if np.ndim(values) == 0:
-        return float(f"{float(values):.{decimals}f}") + 0.0
-    arr = np.asarray(values, dtype=float)
-    flat = [float(f"{v:.{decimals}f}") for v in arr.ravel().tolist()]
-    return np.asarray(flat, dtype=float).reshape(arr.shape) + 0.0
+    """``values`` rounded to ``decimals`` decimal places (see ``_round``)."""
+    return _round(values, f".{decimals}f")
 
 
 def declare(

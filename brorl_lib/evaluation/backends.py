@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 
 from brorl_lib.core.validation import check_choice, check_int
 from brorl_lib.evaluation import vllm_compat
-from brorl_lib.evaluation.protocol import SamplingParams
+from brorl_lib.facts.protocol import SamplingParams
 
 
 @dataclass(frozen=True)

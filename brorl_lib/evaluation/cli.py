@@ -12,9 +12,10 @@ import re
 import sys
 from pathlib import Path
 
-from brorl_lib.evaluation import hub, protocol
+from brorl_lib.evaluation import hub
 from brorl_lib.evaluation.datasets import BENCHMARKS, GROUPS, DatasetUnavailable
 from brorl_lib.evaluation.results import check_label, default_label
+from brorl_lib.facts import protocol
 
 EPILOG = (
     """examples:
@@ -144,9 +145,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from brorl_lib.evaluation.protocol import SamplingParams
     from brorl_lib.evaluation.run import EvalConfig
     from brorl_lib.evaluation.sandbox import Limits, require_isolation
+    from brorl_lib.facts.protocol import SamplingParams
 
     p = parser()
     args = p.parse_args(argv)

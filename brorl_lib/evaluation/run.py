@@ -44,10 +44,14 @@ from brorl_lib.evaluation.datasets import (
     rg_category,
     rg_tasks_by_category,
 )
-from brorl_lib.evaluation.protocol import PROMPT_VERSION, RG_INSTANCES_PER_TASK, SamplingParams
 from brorl_lib.evaluation.sandbox import Limits, require_isolation
 from brorl_lib.evaluation.scoring import score
+from brorl_lib.facts.protocol import RG_INSTANCES_PER_TASK, SamplingParams
 from brorl_lib.tasks.credit import passed
+
+# Bumped whenever a prompt template or answer extraction changes, so old results are not mixed in.
+# 2: math answers are the last boxed answer, with percent signs and upright e read as math-verify reads them.
+PROMPT_VERSION = 2
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ import pandas as pd
 from brorl_lib.evaluation import results as res
 from brorl_lib.evaluation.datasets import GROUPS
 from brorl_lib.evaluation.metrics import column_scores
-from brorl_lib.evaluation.protocol import SamplingParams
 from brorl_lib.facts import reported as paper
+from brorl_lib.facts.protocol import SamplingParams
 
 TABLES = {  # paper table -> (domain, value columns, average column)
     "table3_math": ("math", paper.MATH_COLUMNS, "math_avg"),

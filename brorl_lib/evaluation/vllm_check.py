@@ -21,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-from brorl_lib.evaluation.protocol import SamplingParams
+from brorl_lib.facts.protocol import SamplingParams
 
 TEXTS = ("12+1=", "rev neon=", "wsr free may=")  # prompts of the laptop tasks (their alphabet only)
 

@@ -1,7 +1,7 @@
 """Notebook 03's explore section: the reported tables by benchmark and metric, and Table 2's two models.
 
 The roofline's inputs and the pass-rate curves' range are ``PaperTablesConfig``'s declared parameters
-(``core.controls``); the pass rates the Beta model is fitted to start at Table 2's and are fractions in (0, 1).
+(``explore.controls``); the pass rates the Beta model is fitted to start at Table 2's and are fractions in (0, 1).
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from brorl_lib.core import palette
-from brorl_lib.core.controls import ConfigControls
-from brorl_lib.core.live import LiveFigure, Progress
-from brorl_lib.core.plotting import new_figure, pt
+from brorl_lib.explore.controls import ConfigControls
+from brorl_lib.explore.live import LiveFigure, Progress
 from brorl_lib.facts import reported as paper
+from brorl_lib.figures import palette
+from brorl_lib.figures.plotting import new_figure, pt
 from brorl_lib.paper import dynamic_sampling as ds
 from brorl_lib.paper import plots as paper_plots
 from brorl_lib.paper import report as pr

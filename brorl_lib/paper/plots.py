@@ -6,10 +6,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from brorl_lib.core import palette
-from brorl_lib.core.plotting import new_figure, pt
 from brorl_lib.core.precision import rounded_inputs
 from brorl_lib.facts.setup import PAPER_FIG1_HOURS
+from brorl_lib.figures import palette
+from brorl_lib.figures.plotting import new_figure, pt
 
 
 @rounded_inputs

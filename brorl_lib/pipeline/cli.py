@@ -1,7 +1,7 @@
 """Command line: ``python -m brorl_lib list | params | run | reproduce | status | layout-report | refresh``.
 
 ``run NAME --style STYLE --out DIR [--svg] [--no-stamp]`` re-draws a notebook's figures in another style
-(``core.styles``). ``reproduce`` checks the layout of every figure in every preset style (``core.layout``)."""
+(``figures.styles``). ``reproduce`` checks the layout of every figure in every preset style (``figures.layout``)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ import os
 import sys
 from pathlib import Path
 
-from brorl_lib.core import layout, styles, variants
+from brorl_lib.core import variants
 from brorl_lib.core.artifacts import changes_text
 from brorl_lib.core.paths import BUILD_DIR, FIGURES_DIR
 from brorl_lib.core.profiles import available_profiles, parse_override, plan_run
 from brorl_lib.core.registry import NOTEBOOKS, get_notebook
+from brorl_lib.figures import layout, styles
 from brorl_lib.pipeline import manifest
 from brorl_lib.pipeline.runner import (
     Look,

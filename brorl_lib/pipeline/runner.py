@@ -2,7 +2,7 @@
 
 A run executes in a staging folder; only after the notebook succeeds are its files moved (each by
 an atomic rename) into the output folder and entered in its MANIFEST.json. A run in another figure style
-(``core.styles``) or with SVG files never writes into figures/; its entries record the style. A failed or timed-out
+(``figures.styles``) or with SVG files never writes into figures/; its entries record the style. A failed or timed-out
 run leaves the output folder as it was and names the failing notebook and cell. Each run compares the
 bytes it made with those it replaces (``RunResult.changed``) and adds a line to build/run-log.jsonl.
 """
@@ -22,10 +22,11 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from brorl_lib.core import atomic, styles, variants
+from brorl_lib.core import atomic, variants
 from brorl_lib.core.artifacts import read_record
 from brorl_lib.core.paths import BUILD_DIR, FIGURES_DIR, INTERACTIVE_ENV, OUTPUT_DIR_ENV
 from brorl_lib.core.profiles import Plan
+from brorl_lib.figures import styles
 from brorl_lib.pipeline import manifest, run_log
 from brorl_lib.pipeline.hashing import input_hashes, sha256_file
 from brorl_lib.pipeline.notebook_noise import strip_noise
@@ -64,7 +65,7 @@ def _load_state() -> dict:
 
 @dataclass(frozen=True)
 class Look:
-    """How a run draws its figures: a style (``core.styles``) and the formats to write."""
+    """How a run draws its figures: a style (``figures.styles``) and the formats to write."""
 
     style: styles.FigureStyle = styles.PAPER
     formats: tuple[str, ...] = styles.FORMATS

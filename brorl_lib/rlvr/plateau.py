@@ -17,9 +17,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from brorl_lib.core import atomic, stats
+from brorl_lib.facts.protocol import SamplingParams
 from brorl_lib.models import tiny
 from brorl_lib.rlvr import warm_start
-from brorl_lib.rlvr.run import CHECKPOINT, ArmSettings, EvalProtocol, recover_checkpoint, run_arm
+from brorl_lib.rlvr.run import CHECKPOINT, ArmSettings, recover_checkpoint, run_arm
 from brorl_lib.rlvr.tasks import LaptopInstance
 from brorl_lib.rlvr.tokenizer import build_tokenizer
 
@@ -90,7 +91,7 @@ def phase1(
     test: list[LaptopInstance],
     arm: ArmSettings,
     folder: Path,
-    protocol: EvalProtocol,
+    protocol: SamplingParams,
     rule: PlateauRule,
     max_steps: int,
     device: str = "cpu",

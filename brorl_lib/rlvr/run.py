@@ -18,7 +18,8 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 from brorl_lib.core import atomic
-from brorl_lib.core.validation import check_int, check_positive, check_range
+from brorl_lib.core.validation import check_int, check_positive
+from brorl_lib.facts.protocol import SamplingParams
 from brorl_lib.models import tiny
 from brorl_lib.rlvr.sampling import generate
 from brorl_lib.rlvr.step import StepSettings, rl_step
@@ -30,24 +31,6 @@ METRICS = "metrics.csv"
 SNAPSHOTS = "snapshots"  # kept copies of a run's checkpoint at fixed steps (weights: not committed)
 DONE = "done.json"  # written once the sample budget is spent; a finished arm needs no checkpoint to be read back
 KEPT_COUNTS = "kept_counts.npy"  # how often each training prompt was kept, by index (``count_kept``)
-
-
-@dataclass(frozen=True)
-class EvalProtocol:
-    """How held-out pass@1 is measured: ``samples`` responses per instance at ``temperature`` and ``top_p``
-    (the paper's Appendix D protocol: 16 samples, T = 0.6, top-p 0.95), binary reward."""
-
-    samples: int
-    temperature: float
-    top_p: float
-    max_new_tokens: int
-
-    def __post_init__(self) -> None:
-        check_int("eval_samples", self.samples, low=1)
-        check_positive("eval_temperature", self.temperature)
-        check_positive("eval_top_p", self.top_p)
-        check_range("eval_top_p", self.top_p, high=1.0)
-        check_int("max_new_tokens", self.max_new_tokens, low=1)
 
 
 @dataclass(frozen=True)
@@ -88,13 +71,15 @@ def correct_counts(
     tokenizer: PreTrainedTokenizerFast,
     instances: list[LaptopInstance],
     samples: int,
-    protocol: EvalProtocol,
+    protocol: SamplingParams,
     seed: int,
     greedy: bool = False,
 ) -> np.ndarray:
-    """Per instance, how many of ``samples`` responses earn the binary reward (``greedy``: one response each);
-    instances are sampled in chunks of at most EVAL_ROWS responses, from one seeded generator."""
+    """Per instance, how many of ``samples`` responses earn the binary reward (``greedy``, or the protocol's
+    temperature 0: one response each); instances are sampled in chunks of at most EVAL_ROWS responses, from one
+    seeded generator."""
     model.eval()
+    greedy = greedy or protocol.greedy
     per = 1 if greedy else samples
     chunk = max(1, EVAL_ROWS // per)
     generator = torch.Generator().manual_seed(seed)
@@ -106,8 +91,8 @@ def correct_counts(
             tokenizer,
             [i.prompt for i in part],
             per,
-            protocol.max_new_tokens,
-            protocol.temperature,
+            protocol.max_tokens,
+            protocol.temperature or 1.0,  # temperature 0 is greedy: the argmax, which no temperature changes
             generator,
             top_p=protocol.top_p,
             greedy=greedy,
@@ -121,11 +106,11 @@ def evaluate(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerFast,
     instances: list[LaptopInstance],
-    protocol: EvalProtocol,
+    protocol: SamplingParams,
     seed: int,
 ) -> np.ndarray:
-    """Per-instance pass@1: the share of ``protocol.samples`` responses that earn the binary reward."""
-    return correct_counts(model, tokenizer, instances, protocol.samples, protocol, seed) / protocol.samples
+    """Per-instance pass@1: the share of ``protocol.n`` responses that earn the binary reward."""
+    return correct_counts(model, tokenizer, instances, protocol.n, protocol, seed) / protocol.n
 
 
 def standard_error(per_instance: np.ndarray) -> float:
@@ -137,7 +122,7 @@ Scorer = Callable[[PreTrainedModel, PreTrainedTokenizerFast, list[LaptopInstance
 
 
 def _held_out(
-    policy, tokenizer, test, validation, protocol: EvalProtocol, seed: int, out_dir: Path, step: int, scorer=None
+    policy, tokenizer, test, validation, protocol: SamplingParams, seed: int, out_dir: Path, step: int, scorer=None
 ) -> dict:
     """Evaluate the held-out (and validation) instances, save the per-instance values, return the row's columns.
     ``scorer(model, tokenizer, instances, seed)`` replaces the sampled pass@1 (e.g. exact q at the protocol's
@@ -195,7 +180,7 @@ def run_arm(
     test: list[LaptopInstance],
     settings: ArmSettings,
     out_dir: Path,
-    protocol: EvalProtocol,
+    protocol: SamplingParams,
     max_steps: int | None = None,
     progress: bool = True,
     device: str = "cpu",

@@ -31,10 +31,11 @@ import torch
 
 from brorl_lib.core import atomic
 from brorl_lib.core.validation import check_choice, check_int, check_positive, check_range
+from brorl_lib.facts.protocol import SamplingParams
 from brorl_lib.models import tiny
 from brorl_lib.rlvr import arms, exact_q, plateau, tasks
 from brorl_lib.rlvr.candidates import Candidate
-from brorl_lib.rlvr.run import CHECKPOINT, ArmSettings, EvalProtocol, save_array
+from brorl_lib.rlvr.run import CHECKPOINT, ArmSettings, save_array
 from brorl_lib.rlvr.step import StepSettings
 
 SPLIT_SEED = 0
@@ -67,7 +68,7 @@ class StudySettings:
     temperature: float
     max_new_tokens: int
     max_rounds: int
-    protocol: EvalProtocol  # temperature and top-p of the exact held-out pass@1 (samples unused)
+    protocol: SamplingParams  # temperature and top-p of the exact held-out pass@1 (n unused)
     device: str = "cpu"
 
     def check(self) -> None:

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from brorl_lib.core.params import LEARNING_RATE, MAX_SEEDS, SEED_MAX, TEMPERATURE, NotebookConfig, param
+from brorl_lib.facts.protocol import SamplingParams
 from brorl_lib.rlvr import candidates, study
 from brorl_lib.rlvr import study_phase2 as p2
 from brorl_lib.rlvr.plateau import PlateauRule
-from brorl_lib.rlvr.run import EvalProtocol
 
 MAX_N = 8192  # our bound on N: 16x the paper's 512
 MAX_SAMPLES = 1 << 20  # our bound on generated samples per update or step (memory of one generation batch)
@@ -118,7 +118,7 @@ class CountdownStudyConfig(NotebookConfig):
             temperature=self.temperature,
             max_new_tokens=self.max_new_tokens,
             max_rounds=self.max_rounds,
-            protocol=EvalProtocol(16, self.eval_temperature, self.eval_top_p, self.max_new_tokens),
+            protocol=SamplingParams(16, self.eval_temperature, self.eval_top_p, self.max_new_tokens),
             device=self.device,
         )
 

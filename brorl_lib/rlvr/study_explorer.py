@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipywidgets as w
 import pandas as pd
 
-from brorl_lib.core.live import LiveFigure
+from brorl_lib.explore.live import LiveFigure
 from brorl_lib.rlvr import study_phase2, study_plots, study_report
 from brorl_lib.rlvr import update_quality as uq
 from brorl_lib.rlvr.study_config import CountdownStudyConfig

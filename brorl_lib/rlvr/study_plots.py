@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from brorl_lib.core import palette
-from brorl_lib.core.plotting import new_figure, pt
 from brorl_lib.core.precision import rounded_inputs
+from brorl_lib.figures import palette
+from brorl_lib.figures.plotting import new_figure, pt
 from brorl_lib.rlvr import study
 from brorl_lib.rlvr.update_quality import ALL
 
@@ -76,7 +76,7 @@ def update_quality(summary: pd.DataFrame, measure: str) -> plt.Figure:
 
 
 def _arm_colour(arm: str, n: int) -> str:
-    """The verdict arms take their N's colour, each control its own (core.palette)."""
+    """The verdict arms take their N's colour, each control its own (figures.palette)."""
     controls = {"N16_batch": "batch-size control", "N512_prompts": "prompt-matched BroRL"}
     controls["N512_kl"] = "KL-anchored BroRL"
     name = next((v for k, v in controls.items() if arm.startswith(k)), None)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
-from brorl_lib.core.controls import ConfigControls
-from brorl_lib.core.live import LiveFigure, Progress
-from brorl_lib.core.plotting import pt
+from brorl_lib.explore.controls import ConfigControls
+from brorl_lib.explore.live import LiveFigure, Progress
 from brorl_lib.facts import setup as paper_setup
+from brorl_lib.figures.plotting import pt
 from brorl_lib.simulator import plots as simulator_plots
 from brorl_lib.simulator import report as sr
 from brorl_lib.simulator.runner import simulate

@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter
 
-from brorl_lib.core import palette
-from brorl_lib.core.plotting import new_figure, pt
 from brorl_lib.core.precision import rounded_inputs
+from brorl_lib.figures import palette
+from brorl_lib.figures.plotting import new_figure, pt
 
 PANELS = (
     ("correct_mass", "Correct prob. mass vs steps", "Probability mass"),

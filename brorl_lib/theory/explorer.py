@@ -1,6 +1,6 @@
 """Notebook 01's explore section: Theorem 1's three terms, and the sign map of ΔQ_pos over S_R and N.
 
-The rewards, the Figure 2 batch and N come from ``TheoryConfig``'s declarations (``core.controls``); the
+The rewards, the Figure 2 batch and N come from ``TheoryConfig``'s declarations (``explore.controls``); the
 batch statistics of the terms explorer are free variables of the theorem, bounded by their definitions.
 """
 
@@ -9,11 +9,11 @@ from __future__ import annotations
 import ipywidgets as w
 import matplotlib.pyplot as plt
 
-from brorl_lib.core import palette
-from brorl_lib.core.controls import ConfigControls, powers_of_two
-from brorl_lib.core.live import LiveFigure, Progress
-from brorl_lib.core.plotting import new_figure
+from brorl_lib.explore.controls import ConfigControls, powers_of_two
+from brorl_lib.explore.live import LiveFigure, Progress
 from brorl_lib.facts import theorem as theory
+from brorl_lib.figures import palette
+from brorl_lib.figures.plotting import new_figure
 from brorl_lib.theory import plots as theory_plots
 from brorl_lib.theory import report as tr
 

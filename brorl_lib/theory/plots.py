@@ -8,10 +8,10 @@ import pandas as pd
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.patches import Patch
 
-from brorl_lib.core import palette
-from brorl_lib.core.plotting import new_canvas, new_figure, panel_columns, pt
 from brorl_lib.core.precision import rounded_inputs
 from brorl_lib.facts import setup as paper_setup
+from brorl_lib.figures import palette
+from brorl_lib.figures.plotting import new_canvas, new_figure, panel_columns, pt
 
 CLASS_ORDER = ("sampled correct", "sampled incorrect", "unsampled correct", "unsampled incorrect")
 CLASS_COLOURS = dict(zip(CLASS_ORDER, (palette.GOOD, palette.BAD, palette.GOOD, palette.BAD)))  # hatched: unsampled

@@ -93,17 +93,17 @@ _SAFE = re.compile(r"^[A-Za-z0-9_./:@+-]*$")
 
 @dataclass(frozen=True)
 class Arm:
-    """One arm: ``rollouts`` samples per prompt (N), ``prompts_per_step`` prompts per RL step."""
+    """One arm: ``n_rollouts`` samples per prompt (N), ``prompts_per_step`` prompts per RL step."""
 
     name: str
-    rollouts: int
+    n_rollouts: int
     prompts_per_step: int
     steps: int  # RL steps to train
     mini_batches: int = PPO_MINI_BATCHES  # PPO mini-batches per step
 
     def __post_init__(self) -> None:
         check_choice("arm", self.name, PAPER_ARMS)
-        check_int(f"{self.name}_rollouts", self.rollouts, low=2)  # a group baseline needs >= 2 samples
+        check_int(f"{self.name}_rollouts", self.n_rollouts, low=2)  # a group baseline needs >= 2 samples
         check_int(f"{self.name}_prompts_per_step", self.prompts_per_step, low=1)
         check_int(f"{self.name}_steps", self.steps, low=1)
         check_int("ppo_mini_batches", self.mini_batches, low=1)
@@ -116,7 +116,7 @@ class Arm:
     @property
     def samples_per_step(self) -> int:
         """Samples kept per step after dynamic sampling: N x prompts."""
-        return self.rollouts * self.prompts_per_step
+        return self.n_rollouts * self.prompts_per_step
 
     @property
     def mini_batch_prompts(self) -> int:
@@ -232,7 +232,7 @@ def overrides(arm: Arm, base: Arm, cluster: Cluster) -> list[str]:
         "actor_rollout_ref.ref.log_prob_use_dynamic_bsz=true",
         # rollout
         "actor_rollout_ref.rollout.name=vllm",
-        f"actor_rollout_ref.rollout.n={arm.rollouts}",
+        f"actor_rollout_ref.rollout.n={arm.n_rollouts}",
         f"actor_rollout_ref.rollout.temperature={cluster.temperature}",
         f"actor_rollout_ref.rollout.tensor_model_parallel_size={ROLLOUT_TP}",
         f"actor_rollout_ref.rollout.gpu_memory_utilization={GPU_MEMORY_UTILIZATION}",

@@ -1,7 +1,7 @@
 """Notebook 05's explore section: the cluster plan as its shape changes.
 
 Nodes, GPUs per node, N and prompts per step of each arm are ``VerlTrainingConfig``'s declared parameters
-(``core.controls``), checked by the same config checks. The figure shows samples per step and the estimated
+(``explore.controls``), checked by the same config checks. The figure shows samples per step and the estimated
 hours (Table 1's reported hours per step, scaled linearly: an estimate, labelled so); below it, the keys
 where the chosen arm's composed verl config differs from verl's own ``ppo_trainer.yaml``.
 """
@@ -15,11 +15,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from brorl_lib.core import palette
-from brorl_lib.core.controls import ConfigControls, powers_of_two
-from brorl_lib.core.live import LiveFigure, Progress
 from brorl_lib.core.paths import REPO_ROOT
-from brorl_lib.core.plotting import new_figure, pt
+from brorl_lib.explore.controls import ConfigControls, powers_of_two
+from brorl_lib.explore.live import LiveFigure, Progress
+from brorl_lib.figures import palette
+from brorl_lib.figures.plotting import new_figure, pt
 from brorl_lib.verl_recipe import configs
 from brorl_lib.verl_recipe import report as vr
 

@@ -36,7 +36,7 @@ def script_text(arm: Arm, arm_dir: Path, repo_root: Path, env: Mapping[str, str]
     exports = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env.items())
     return (
         "#!/usr/bin/env bash\n"
-        f"# BroRL companion, arm {arm.name}: N={arm.rollouts} rollouts x {arm.prompts_per_step} prompts per step, "
+        f"# BroRL companion, arm {arm.name}: N={arm.n_rollouts} rollouts x {arm.prompts_per_step} prompts per step, "
         f"{arm.steps} RL steps, verl 0.9.1.\n"
         f"# Written by notebook 05_verl_training with this machine's paths; extra Hydra overrides may follow.\n"
         f'ARM={arm.name}\nSTOPS="{" ".join(map(str, stops(arm)))}"\nARM_DIR={shlex.quote(str(arm_dir))}\n'

@@ -132,7 +132,7 @@ def kept_samples(metrics: dict) -> float:
         return float("nan")
 
 
-def steps_frame(merged: dict[int, dict], rollouts: int, prompts_per_step: int) -> pd.DataFrame:
+def steps_frame(merged: dict[int, dict], n_rollouts: int, prompts_per_step: int) -> pd.DataFrame:
     """One row per logged step: time, samples generated (before the filter) and the filter's pass rate.
 
     A training step keeps ``prompts_per_step`` groups; it generated those plus the evicted and surplus
@@ -155,14 +155,14 @@ def steps_frame(merged: dict[int, dict], rollouts: int, prompts_per_step: int) -
                 "kept_groups": kept,
                 "evicted_groups": evicted,
                 "surplus_groups": surplus,
-                "samples_step": generated * rollouts,
+                "samples_step": generated * n_rollouts,
                 "pass_rate": (kept + surplus) / generated if generated else float("nan"),
                 "train_score": float(m.get(TRAIN_SCORE, float("nan"))),
                 "response_length": float(m.get(RESPONSE_LENGTH, float("nan"))),
                 "kept_samples": kept_samples(m),
                 "grad_norm": float(m.get(GRAD_NORM, float("nan"))),
                 "memory_gb": float(m.get(MEMORY_GB, float("nan"))),
-                "samples_table1_step": kept * rollouts * generated / (kept + surplus) if kept else 0.0,
+                "samples_table1_step": kept * n_rollouts * generated / (kept + surplus) if kept else 0.0,
             }
         )
     df = pd.DataFrame(rows, columns=[c for c in STEP_COLUMNS if c not in ("hours", "samples", "samples_table1")])
@@ -204,7 +204,7 @@ class RunLog:
 
     run: str
     arm: str
-    rollouts: int  # N
+    n_rollouts: int  # N
     prompts_per_step: int
     max_response_length: int  # tokens (data.max_response_length)
     device: str  # trainer.device: "cuda" on a cluster, "cpu" for the CPU harness (brorl_lib.verl_recipe.cpu)
@@ -220,16 +220,16 @@ def read_run(arm_dir: str | Path) -> RunLog:
     if not config_file.is_file():
         raise FileNotFoundError(f"{arm_dir}: no config.yaml (the resolved verl config the launch wrote)")
     cfg = yaml.safe_load(config_file.read_text())
-    rollouts = int(cfg["actor_rollout_ref"]["rollout"]["n"])
+    n_rollouts = int(cfg["actor_rollout_ref"]["rollout"]["n"])
     prompts = int(cfg["data"]["train_batch_size"])
     response_length = int(cfg["data"]["max_response_length"])
     segments = sorted((arm_dir / "logs").glob(SEGMENT_GLOB))
     merged = merge_segments(segments)
-    steps = steps_frame(merged, rollouts, prompts)
+    steps = steps_frame(merged, n_rollouts, prompts)
     return RunLog(
         arm_dir.parent.name,
         arm_dir.name,
-        rollouts,
+        n_rollouts,
         prompts,
         response_length,
         str(cfg["trainer"].get("device", "cuda")),

@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from brorl_lib.core import palette
-from brorl_lib.core.plotting import new_figure, pt, reflow_grid
 from brorl_lib.core.precision import rounded_inputs
 from brorl_lib.facts import reported as paper
 from brorl_lib.facts.setup import PAPER_FIG1_HOURS
+from brorl_lib.figures import palette
+from brorl_lib.figures.plotting import new_figure, pt, reflow_grid
 
 GRID_COLUMNS = 3  # panels a row in Figure 4 and the CPU run's figure (Figure 4's own grid is 3 x 3)
 CPU_TITLE = "verl's own trainer on a CPU with a tiny model: it proves the pipeline, not the paper's result"

@@ -417,7 +417,7 @@ def plan_table(cfg: VerlTrainingConfig) -> pd.DataFrame:
         rows.append(
             {
                 "arm": arm.name,
-                "N": arm.rollouts,
+                "N": arm.n_rollouts,
                 "prompts_per_step": arm.prompts_per_step,
                 "kept_samples_per_step": arm.samples_per_step,
                 "ppo_mini_batches": arm.mini_batches,
@@ -552,7 +552,7 @@ def table1_rows(runs: list[logs.RunLog]) -> pd.DataFrame:
             rows.append(
                 {
                     "method": ARM_LABELS.get(run.arm, run.arm),
-                    "n_rollouts": run.rollouts,
+                    "n_rollouts": run.n_rollouts,
                     "prompts_per_step": run.prompts_per_step,
                     "steps": f"+{int(s['step'])}",
                     "samples_k": float(upto["samples"].max() / 1000 if len(upto) else 0.0),
@@ -626,7 +626,7 @@ def runs_summary(runs: list[logs.RunLog]) -> pd.DataFrame:
             {
                 "run": r.run,
                 "arm": r.arm,
-                "N": r.rollouts,
+                "N": r.n_rollouts,
                 "prompts_per_step": r.prompts_per_step,
                 "device": r.device,
                 "segments": r.segments,
@@ -672,7 +672,7 @@ def at_paper_scale(run: logs.RunLog) -> bool:
     """The paper's N and prompts per step for the arm, its 16k response length, and at least ``paper_steps``."""
     return (
         run.arm in configs.PAPER_ARMS
-        and (run.rollouts, run.prompts_per_step) == configs.PAPER_ARMS[run.arm]
+        and (run.n_rollouts, run.prompts_per_step) == configs.PAPER_ARMS[run.arm]
         and run.max_response_length >= configs.MAX_RESPONSE_LENGTH
         and last_trained_step(run) >= paper_steps(run.arm)
     )
@@ -700,7 +700,7 @@ def cpu_runs(runs: list[logs.RunLog]) -> list[logs.RunLog]:
 def arm_label(run: logs.RunLog, with_run: bool = False) -> str:
     """The arm and its batch shape as logged, e.g. "ProRL arm, N=16 × 4 prompts" (and the run's name if asked)."""
     prompts = f"{run.prompts_per_step:,} prompt{'s' if run.prompts_per_step != 1 else ''}"
-    label = f"{ARM_LABELS.get(run.arm, run.arm)} arm, N={run.rollouts:,} × {prompts}"
+    label = f"{ARM_LABELS.get(run.arm, run.arm)} arm, N={run.n_rollouts:,} × {prompts}"
     return f"{label} (run {run.run})" if with_run else label
 
 

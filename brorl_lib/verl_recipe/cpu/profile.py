@@ -78,7 +78,7 @@ def delta(arm_name: str, settings: CpuSettings) -> dict[str, tuple[str, str]]:
             "actor_rollout_ref.model.use_remove_padding": "false",
         },
         "sizes": {
-            "actor_rollout_ref.rollout.n": str(arm.rollouts),
+            "actor_rollout_ref.rollout.n": str(arm.n_rollouts),
             "data.train_batch_size": str(arm.prompts_per_step),
             "actor_rollout_ref.actor.ppo_mini_batch_size": str(arm.mini_batch_prompts),
             "actor_rollout_ref.actor.optim.lr": repr(lr),

@@ -1,4 +1,5 @@
-"""The paper's evaluation protocol as defaults, and the sampling parameters every backend takes.
+"""The paper's evaluation protocol as defaults, and the sampling parameters every backend takes: the
+evaluation's (Tables 3-5) and notebook 04's held-out pass@1.
 
 Sources: BroRL Appendix D evaluates "pass@1 at 32k context, averaged
 over 16 independent samples per instance, top-p = 0.95, temperature = 0.6"; ProRL, whose protocol
@@ -19,16 +20,14 @@ TOP_P: float = setting("eval_top_p")  # Appendix D
 MAX_RESPONSE_TOKENS: int = setting("eval_context_tokens")  # Appendix D "32k context"; ProRL: "max response 32k"
 # Not in the paper: ProRL's "100 held-out samples per task" (docs/prorl-background.md#prorl-evaluation).
 RG_INSTANCES_PER_TASK = 100
-# Bumped whenever a prompt template or answer extraction changes, so old results are not mixed in.
-# 2: math answers are the last boxed answer, with percent signs and upright e read as math-verify reads them.
-PROMPT_VERSION = 2
 
 
 @dataclass(frozen=True)
 class SamplingParams:
     """What each backend samples with: ``n`` responses per prompt, nucleus sampling, a token cap.
 
-    The defaults are the paper's protocol; tests use tiny values.
+    The defaults are the paper's protocol; tests use tiny values. Notebook 04 gives its own response cap and
+    measures pass@1 exactly at ``temperature`` and ``top_p`` (``n`` then unused).
     """
 
     n: int = SAMPLES_PER_INSTANCE  # responses per prompt

@@ -1,11 +1,11 @@
 """A figure that redraws in place when its controls move, and long runs behind Run and Stop buttons.
 
-``LiveFigure`` joins controls (``core.controls``) and a ``draw(values, progress)`` function that returns a
+``LiveFigure`` joins controls (``explore.controls``) and a ``draw(values, progress)`` function that returns a
 matplotlib figure. Quick settings redraw on every change; settings ``live`` calls too large wait for the
 Run button, then run in a thread with a progress bar and a Stop button. A ``ValueError`` (a check refusing
 a value) shows its message under the controls and leaves the previous figure in place; any other error
 shows its traceback there too, then goes to the kernel's log. The Save row writes the current figure with
-``core.views.save_view``, in the style chosen beside it (a preset of ``core.styles`` or the path of a
+``explore.views.save_view``, in the style chosen beside it (a preset of ``figures.styles`` or the path of a
 ``.mplstyle`` file, relative to the repository): a style other than the one on screen re-draws the figure
 in it first (in a thread, with progress, when the settings are not live), and SVG on request.
 """
@@ -21,11 +21,11 @@ from collections.abc import Callable, Mapping
 import ipywidgets as w
 import matplotlib.pyplot as plt
 
-from brorl_lib.core import styles
-from brorl_lib.core.controls import STATIC_MESSAGE, interactive_session
 from brorl_lib.core.paths import REPO_ROOT
-from brorl_lib.core.plotting import style_of
-from brorl_lib.core.views import DEFAULT_VIEWS_DIR, save_view, views_folder
+from brorl_lib.explore.controls import STATIC_MESSAGE, interactive_session
+from brorl_lib.explore.views import DEFAULT_VIEWS_DIR, save_view, views_folder
+from brorl_lib.figures import styles
+from brorl_lib.figures.plotting import style_of
 
 ERROR_COLOUR = "#b00020"
 

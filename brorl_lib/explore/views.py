@@ -3,7 +3,7 @@
 ``save_view`` writes ``name``.pdf and ``name``.png (and ``name``.svg on request; fixed metadata: the same
 figure gives the same bytes) and ``name``.json beside them (caption with the provenance class, a variant's
 changed parameters, the parameters, the style). It never writes into ``figures/``, which only the pipeline
-fills. An explorer's *Save figure* re-draws the figure in the style chosen beside it (``core.live``).
+fills. An explorer's *Save figure* re-draws the figure in the style chosen beside it (``explore.live``).
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from pathlib import Path
 
 import matplotlib as mpl
 
-from brorl_lib.core import atomic, styles, variants
+from brorl_lib.core import atomic, variants
 from brorl_lib.core.artifacts import check_artifact, class_text
 from brorl_lib.core.paths import BUILD_DIR, FIGURES_DIR, REPO_ROOT
-from brorl_lib.core.plotting import fit_texts, stamp_provenance, style_of, write_figure
+from brorl_lib.figures import styles
+from brorl_lib.figures.plotting import fit_texts, stamp_provenance, style_of, write_figure
 
 DEFAULT_VIEWS_DIR = BUILD_DIR / "views"
 

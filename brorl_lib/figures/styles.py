@@ -26,7 +26,7 @@ from pathlib import Path
 import matplotlib as mpl
 from matplotlib import font_manager
 
-from brorl_lib.core import palette
+from brorl_lib.figures import palette
 
 STYLE_ENV = "BRORL_FIGURE_STYLE"  # a preset name or the absolute path of a style file
 STAMP_ENV = "BRORL_FIGURE_STAMP"  # "0": no provenance stamp in the image (class kept in metadata and caption)
@@ -307,7 +307,7 @@ DRAWN_IN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # figure -> t
 
 
 def drawn_in(fig) -> FigureStyle:
-    """The style ``fig`` was drawn in (``core.plotting.new_figure`` records it), else the style in force."""
+    """The style ``fig`` was drawn in (``figures.plotting.new_figure`` records it), else the style in force."""
     return DRAWN_IN.get(fig) or active()
 
 

@@ -10,7 +10,7 @@
 - a text outside the canvas, a canvas wider than its style's width, a plotting area under ``MIN_AXES_EM`` ems,
   or a layout matplotlib could not make.
 
-``core.plotting.save_figure`` runs it on every figure it saves; a run with ``BRORL_LAYOUT_CHECK=1`` (the
+``figures.plotting.save_figure`` runs it on every figure it saves; a run with ``BRORL_LAYOUT_CHECK=1`` (the
 pipeline's ``reproduce`` and the test suite's notebook runs) also redraws each figure in every preset style
 and fails on any finding, and appends them to the report file ``BRORL_LAYOUT_REPORT`` names, which
 ``python -m brorl_lib layout-report`` sums per style.
@@ -30,7 +30,7 @@ from matplotlib.collections import LineCollection, PathCollection
 from matplotlib.patches import Rectangle
 from matplotlib.transforms import Bbox, ScaledTranslation
 
-from brorl_lib.core import styles
+from brorl_lib.figures import styles
 
 CHECK_ENV = "BRORL_LAYOUT_CHECK"  # "1": every figure saved is checked in every preset, a finding fails the run;
 # "report": checked in every preset, findings only reported
@@ -211,7 +211,7 @@ def _style_width_problem(fig, style) -> list[str]:
 
 def problems(fig: mpl.figure.Figure, style=None) -> list[str]:
     """Every finding of the drawn ``fig`` (see the module's doc), in words; empty when it reads well.
-    ``style`` (a ``core.styles.FigureStyle``) gives the em and the widths: default, the style it was drawn in."""
+    ``style`` (a ``figures.styles.FigureStyle``) gives the em and the widths: default, the style it was drawn in."""
     style = style or styles.drawn_in(fig)
     found = []
     with warnings.catch_warnings(record=True) as caught:

@@ -1,4 +1,4 @@
-"""Figures in the style in force (``core.styles``: the paper's unless a run asks for another), re-flowed to
+"""Figures in the style in force (``figures.styles``: the paper's unless a run asks for another), re-flowed to
 fit its width, and ``save_figure`` (PDF + PNG [+ SVG] + CSV, byte-stable).
 
 ``new_figure`` sizes a grid of panels for one column or the full text width of the style in force. At the
@@ -6,7 +6,7 @@ paper's own size a figure is laid out exactly as its function asks; in another s
 would be narrower than ``MIN_PANEL_EM`` of the style's type re-flows onto more rows (three panels become 2 + 1
 or a stack), each panel keeping a readable height. Sizes a figure function writes itself go through ``pt``,
 so they grow with the style's type. The canvas is the style's width, never wider: ``fit_texts`` breaks text
-that would not fit onto more lines. ``save_figure`` runs ``core.layout``'s check on every figure (in every
+that would not fit onto more lines. ``save_figure`` runs ``figures.layout``'s check on every figure (in every
 preset style, failing on a finding, when ``BRORL_LAYOUT_CHECK=1``).
 
 Figure functions are wrapped in ``core.precision.rounded_inputs`` and ``save_figure`` writes the CSV from
@@ -27,17 +27,14 @@ import numpy as np
 import pandas as pd
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 
-from brorl_lib.core import atomic, layout, precision, styles
+from brorl_lib.core import atomic, precision
 from brorl_lib.core.artifacts import Saved, check_artifact, record_artifact, stamp_text
 from brorl_lib.core.paths import output_dir
 from brorl_lib.core.precision import rounded
-from brorl_lib.core.styles import FigureStyle
+from brorl_lib.figures import layout, styles
+from brorl_lib.figures.styles import FigureStyle
 
-# The paper preset's widths of a two-column paper (ICML/NeurIPS-style templates), inches.
-COLUMN_WIDTH_IN = styles.PAPER.column_in
-FULL_WIDTH_IN = styles.PAPER.full_in
 GOLDEN = 0.618
-STYLE = styles.PAPER_RC  # the paper preset's rcParams
 
 # Re-flow (our choices): a panel at least 16 ems of the style's type wide (room for tick labels, a label and
 # a short title), at least 10 ems tall, and once re-flowed no taller than 3/4 of its width.
@@ -358,7 +355,7 @@ def redraw(fig: mpl.figure.Figure, style: styles.FigureStyle) -> mpl.figure.Figu
 
 def check_layout(fig: mpl.figure.Figure, name: str, provenance: str, changed: dict | None, basis: str = "") -> None:
     """The layout check of a figure about to be saved: in the style in force (a warning per finding), and in a
-    strict run (``core.layout.checking``) redrawn in every preset too, raising ``LayoutError`` on any finding."""
+    strict run (``figures.layout.checking``) redrawn in every preset too, raising ``LayoutError`` on any finding."""
     style = style_of(fig)
     findings = {style.label: layout.problems(fig)}
     if layout.checking():
@@ -419,7 +416,7 @@ def save_figure(
     caption: str,
     basis: str = "",
 ) -> Saved:
-    """Write ``name``.pdf/.png (and .svg when the run asks: ``core.styles.formats``) with fixed metadata (same
+    """Write ``name``.pdf/.png (and .svg when the run asks: ``figures.styles.formats``) with fixed metadata (same
     data, same bytes) and the data as ``name``.csv, its floats rounded by ``core.precision.rounded`` (10
     significant digits unless the frame declares otherwise).
 
