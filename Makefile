@@ -49,10 +49,13 @@ unit: $(STAMP) sandbox-deps
 
 ## verl's own trainer (main_ppo) on this CPU with the committed recipe's cpu profile: both arms, a resume
 ## after a kill, a TransferQueue cap below the step's peak, dynamic sampling's round cap (5 launches of 2 to
-## 3 minutes each, most of it Ray and worker start-up; tests/verl_cpu).
+## 3 minutes each, most of it Ray and worker start-up; tests/verl_cpu). Two tests at a time (VERL_WORKERS,
+## at most TEST_WORKERS): each launch is its own process group with its own local Ray instance and folders, and
+## its start-up leaves part of a CPU idle.
+VERL_WORKERS ?= $(shell echo $$(( $(TEST_WORKERS) < 2 ? $(TEST_WORKERS) : 2 )))
 .PHONY: verl-test verl-cpu-run
 verl-test: $(STAMP)
-	$(BIN)/python -m pytest -q tests/verl_cpu
+	$(BIN)/python -m pytest -q -n $(VERL_WORKERS) tests/verl_cpu
 
 ## Re-make the committed CPU run (data/runs/verl/verl-cpu) and its evaluations (data/runs/eval/verl-cpu-*).
 verl-cpu-run: $(STAMP)
