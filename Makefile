@@ -29,14 +29,17 @@ reproduce: $(STAMP)
 	$(BIN)/python -m brorl_lib reproduce --profile $(PROFILE)
 
 ## Lint, unit tests, the book built with warnings as errors, verl's trainer on CPU, vLLM on CPU against
-## transformers, the committed notebooks re-executed and checked by nbval, then JupyterLab and the book in a
-## browser. The CPU vLLM environment is built meanwhile, in the background (its log: build/vllm-env.log).
+## transformers, the committed notebooks re-executed and checked by nbval, JupyterLab and the book in a browser.
+## Steps that leave part of the CPUs idle run side by side, each one's output shown when it ends: the CPU vLLM
+## environment is built and Chromium found or installed while lint, the unit tests and the book run (their log:
+## build/setup-beside.log), then verl beside vLLM, then nbval beside the browser test.
 test: $(STAMP)
 	mkdir -p build
-	{ $(MAKE) --no-print-directory vllm > build/vllm-env.log 2>&1; echo $$? > build/vllm-env.rc; } & \
-	$(MAKE) --no-print-directory lint unit book verl-test; rc=$$?; wait; [ $$rc = 0 ] || exit $$rc; \
-	[ "$$(cat build/vllm-env.rc)" = 0 ] || { cat build/vllm-env.log; echo "make vllm failed (log above)" >&2; exit 1; }
-	$(MAKE) --no-print-directory vllm-test nbval browser
+	{ $(MAKE) --no-print-directory vllm browser-deps > build/setup-beside.log 2>&1; echo $$? > build/setup-beside.rc; } & \
+	$(MAKE) --no-print-directory lint unit book; rc=$$?; wait; [ $$rc = 0 ] || exit $$rc; \
+	[ "$$(cat build/setup-beside.rc)" = 0 ] || { cat build/setup-beside.log; echo "make vllm browser-deps failed (log above)" >&2; exit 1; }
+	$(MAKE) --no-print-directory -j2 --output-sync=target verl-test vllm-test
+	$(MAKE) --no-print-directory -j2 --output-sync=target nbval browser
 
 ## ruff: lint rules and formatting (configured in pyproject.toml)
 lint: $(STAMP)

@@ -142,21 +142,26 @@ def test_a_style_file_sets_the_width_and_scales_the_sizes(tmp_path):
     assert relative.label == style.label
 
 
+BAD_STYLE_FILES = {  # what bad.mplstyle holds -> what the refusal says
+    "lines.linewidth 2\n": "line 1 ('lines.linewidth 2'): expected 'key: value'",
+    "font.sise: 9\n": "'font.sise' is not a matplotlib setting",
+    "font.size: big\n": "Could not convert 'big' to float",
+    "backend: agg\n": "'backend' is not part of a figure's look",
+    "# nothing\n\n": "the style file sets nothing",
+    "font.family: Nonexistent Sans\n": "font family 'Nonexistent Sans' is not installed",
+    "figure.figsize: 0.3, 2\n": "figure.figsize width 0.3 in is not allowed",
+    "font.size: 90\n": "font.size 90 is not allowed",
+    b"\xff\xfe\x00": "cannot read the style file",
+}
+
+
 @pytest.mark.parametrize(
     "text, content, message",
     [
         ("jornal", None, "--style 'jornal' is not a preset (paper, journal, slides, times) or an existing"),
         ("missing/venue.mplstyle", None, "no such style file"),
-        ("bad.mplstyle", "lines.linewidth 2\n", "line 1 ('lines.linewidth 2'): expected 'key: value'"),
-        ("bad.mplstyle", "font.sise: 9\n", "'font.sise' is not a matplotlib setting"),
-        ("bad.mplstyle", "font.size: big\n", "Could not convert 'big' to float"),
-        ("bad.mplstyle", "backend: agg\n", "'backend' is not part of a figure's look"),
-        ("bad.mplstyle", "# nothing\n\n", "the style file sets nothing"),
-        ("bad.mplstyle", "font.family: Nonexistent Sans\n", "font family 'Nonexistent Sans' is not installed"),
-        ("bad.mplstyle", "figure.figsize: 0.3, 2\n", "figure.figsize width 0.3 in is not allowed"),
-        ("bad.mplstyle", "font.size: 90\n", "font.size 90 is not allowed"),
-        ("bad.mplstyle", b"\xff\xfe\x00", "cannot read the style file"),
-    ],
+    ]
+    + [("bad.mplstyle", content, message) for content, message in BAD_STYLE_FILES.items()],
 )
 def test_bad_styles_are_refused_naming_the_flag(tmp_path, text, content, message):
     if content is not None:

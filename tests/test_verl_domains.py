@@ -101,18 +101,18 @@ def test_a_verl_file_mixing_families_gives_each_converter_its_own_rows(tmp_path)
 
 
 @pytest.mark.parametrize(
-    "family, drop, field",
+    "family, field",
     [
-        ("code", "prompt", "prompt"),
-        ("code", "reward_model", "reward_model"),
-        ("stem", "data_source", "data_source"),
-        ("instruction", "kwargs", "kwargs"),
-        ("instruction", "instruction_id_list", "instruction_id_list"),
+        ("code", "prompt"),
+        ("code", "reward_model"),
+        ("stem", "data_source"),
+        ("instruction", "kwargs"),
+        ("instruction", "instruction_id_list"),
     ],
 )
-def test_a_missing_field_is_refused_naming_the_file_row_and_field(tmp_path, family, drop, field):
+def test_a_missing_field_is_refused_naming_the_file_row_and_field(tmp_path, family, field):
     records = source_records(family)
-    records[2] = {k: v for k, v in records[2].items() if k != drop}
+    records[2] = {k: v for k, v in records[2].items() if k != field}
     path = write_jsonl(tmp_path / f"broken_{family}.jsonl", records)
     with pytest.raises(ValueError, match=rf"broken_{family}\.jsonl'?: row 2: missing field '{field}'"):
         CONVERTERS[family](path)

@@ -98,9 +98,10 @@ def test_record_is_the_papers_arms_as_notebook_05_sets_them_by_default(generated
 
 
 def _variables(script) -> dict[str, str]:
-    """The NAME=value lines of a hand-written launch script (``export`` ones included), quotes removed."""
+    """The NAME=value lines of a hand-written launch script and its profile.sh (``export`` ones included),
+    quotes removed."""
     found = {}
-    for line in script.read_text().splitlines():
+    for line in (script.parent.parent / "profile.sh").read_text().splitlines() + script.read_text().splitlines():
         words = shlex.split(line, comments=True)
         for word in words[1:] if words[:1] == ["export"] else words:
             name, eq, value = word.partition("=")

@@ -29,49 +29,33 @@ class NotebookSpec:
         return getattr(importlib.import_module(module), cls)
 
 
+PAPER_DATA = "data/paper/*"  # the paper's reported numbers, read by every notebook
+
+# name, title, config, data files, time limit (s)
 NOTEBOOKS: tuple[NotebookSpec, ...] = (
+    NotebookSpec("01_theory", "Theorem 1 (symbolic + numeric), Lemma 2, Corollary 3, Figure 2, sign map, pass@k",
+                 "brorl_lib.theory.report:TheoryConfig", (PAPER_DATA,), 900),
+    NotebookSpec("02_simulator", "Figure 3 at paper scale, the N sweep, the unstated choices, Theorem 1 per step",
+                 "brorl_lib.simulator.report:SimulatorConfig", (PAPER_DATA,), 1800),
+    NotebookSpec("03_paper_tables", "Tables 1-5 and Figure 1 from reported numbers; models of Table 2; the t-test",
+                 "brorl_lib.paper.report:PaperTablesConfig", (PAPER_DATA,), 600),
     NotebookSpec(
-        name="01_theory",
-        title="Theorem 1 (symbolic + numeric), Lemma 2, Corollary 3, Figure 2, sign map, pass@k",
-        config="brorl_lib.theory.report:TheoryConfig",
-        data_files=("data/paper/*",),
-        timeout_s=900,
-    ),
-    NotebookSpec(
-        name="02_simulator",
-        title="Figure 3 at paper scale, the N sweep, the unstated choices, Theorem 1 per step",
-        config="brorl_lib.simulator.report:SimulatorConfig",
-        data_files=("data/paper/*",),
-        timeout_s=1800,
-    ),
-    NotebookSpec(
-        name="03_paper_tables",
-        title="Tables 1-5 and Figure 1 from reported numbers; models of Table 2; the t-test",
-        config="brorl_lib.paper.report:PaperTablesConfig",
-        data_files=("data/paper/*",),
-        timeout_s=600,
-    ),
-    NotebookSpec(
-        name="04_laptop_rlvr",
-        title="The LLM experiment at laptop scale: countdown, exact q, update quality, ProRL vs BroRL, IsoCompute",
-        config="brorl_lib.rlvr.study_config:CountdownStudyConfig",
-        data_files=(
+        "04_laptop_rlvr",
+        "The LLM experiment at laptop scale: countdown, exact q, update quality, ProRL vs BroRL, IsoCompute",
+        "brorl_lib.rlvr.study_config:CountdownStudyConfig",
+        (
             "data/runs/laptop_rlvr_countdown/**/*",
             "data/runs/laptop_rlvr_countdown_gpu_rows/**/*",
             "data/runs/laptop_rlvr/**/*",  # the earlier design's plateau checkpoint, one update-quality point
-            "data/paper/*",
+            PAPER_DATA,
         ),
-        timeout_s=3600,
+        3600,
         committed_profile="paper",  # read back from the committed runs in seconds; the quick profile trains
     ),
-    NotebookSpec(
-        name="05_verl_training",
-        title="The real recipe on verl: data, ProRL/BroRL configs, launch plan, logs and evaluations to figures",
-        config="brorl_lib.verl_recipe.report:VerlTrainingConfig",
-        data_files=("data/runs/verl/**/*", "data/runs/eval/**/*", "data/paper/*"),
-        timeout_s=600,
-    ),
-)
+    NotebookSpec("05_verl_training", "The real recipe on verl: data, ProRL/BroRL configs, launch plan, logs and "
+                 "evaluations to figures", "brorl_lib.verl_recipe.report:VerlTrainingConfig",
+                 ("data/runs/verl/**/*", "data/runs/eval/**/*", PAPER_DATA), 600),
+)  # fmt: skip
 
 
 def notebook_names() -> list[str]:

@@ -131,8 +131,8 @@ class TransformersBackend:
 
     def __init__(
         self,
-        model: str | Path,
-        revision: str | None = None,
+        model: str | Path,  # a local folder or a Hugging Face id
+        revision: str | None = None,  # a commit of the model's repository (None: the newest)
         device: str = "cpu",
         dtype: str = "float32",
         truncate_prompts: bool = False,

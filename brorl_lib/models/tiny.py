@@ -19,12 +19,12 @@ class TinyModelShape:
     """Our choice of defaults (notebook 04's model): small enough to train and sample on 2 CPU cores in minutes
     (about 0.45M parameters with its tokenizer)."""
 
-    hidden: int = 128
+    hidden: int = 128  # model width
     layers: int = 3
-    heads: int = 4
+    heads: int = 4  # attention heads; kv_heads: grouped key-value heads
     kv_heads: int = 2
-    intermediate: int = 256
-    max_positions: int = 128
+    intermediate: int = 256  # MLP width
+    max_positions: int = 128  # longest prompt + completion, in tokens
 
     def check(self) -> None:
         for name in ("hidden", "layers", "heads", "kv_heads", "intermediate", "max_positions"):

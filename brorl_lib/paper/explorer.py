@@ -104,16 +104,10 @@ def pass_rate_explorer(cfg: pr.PaperTablesConfig) -> LiveFigure:
         )
         return fig
 
-    return LiveFigure(
-        controls.all,
-        controls.read,
-        draw,
-        name="table2_pass_rate_view",
-        provenance="estimate",
-        basis=pr.PASS_RATE_BASIS,
-        caption="Dynamic-sampling pass-rate model fitted to the pass rates shown",
-        title="Table 2: the dynamic-sampling pass-rate model",
-    ).show_first()
+    return LiveFigure(controls.all, controls.read, draw, name="table2_pass_rate_view", provenance="estimate",
+                      basis=pr.PASS_RATE_BASIS, title="Table 2: the dynamic-sampling pass-rate model",
+                      caption="Dynamic-sampling pass-rate model fitted to the pass rates shown",
+                      ).show_first()  # fmt: skip
 
 
 def roofline_explorer(cfg: pr.PaperTablesConfig) -> LiveFigure:
@@ -138,16 +132,9 @@ def roofline_explorer(cfg: pr.PaperTablesConfig) -> LiveFigure:
             points, table, hw.peak_flops, hw.bandwidth, paper.table2_throughput_ratio(), c.response_len
         )
 
-    return LiveFigure(
-        controls.all,
-        controls.read,
-        draw,
-        name="table2_roofline_view",
-        provenance="estimate",
-        basis=pr.THROUGHPUT_BASIS,
-        caption="Roofline of decoding for both arms at the hardware shown",
-        title="Table 2: the generation-throughput roofline",
-    ).show_first()
+    return LiveFigure(controls.all, controls.read, draw, name="table2_roofline_view", provenance="estimate",
+                      basis=pr.THROUGHPUT_BASIS, title="Table 2: the generation-throughput roofline",
+                      caption="Roofline of decoding for both arms at the hardware shown").show_first()  # fmt: skip
 
 
 def explore(cfg: pr.PaperTablesConfig) -> w.Widget:

@@ -35,16 +35,8 @@ class PlateauRule:
     min_rise: float  # a rise of the smoothed pass@1 smaller than this counts as flat (our choice)
 
 
-def warm_start_model(
-    shape: tiny.TinyModelShape,
-    train: list[LaptopInstance],
-    steps: int,
-    lr: float,
-    seed: int,
-    folder: Path,
-    device: str = "cpu",
-    progress: bool = False,
-) -> Path:
+def warm_start_model(shape: tiny.TinyModelShape, train: list[LaptopInstance], steps: int, lr: float, seed: int,
+                     folder: Path, device: str = "cpu", progress: bool = False) -> Path:  # fmt: skip
     """Supervised warm start, saved once (skipped when already there) and atomically."""
     if not (folder / "model.safetensors").exists():  # weights are not committed: a clone trains it again, same bytes
         tok = build_tokenizer()

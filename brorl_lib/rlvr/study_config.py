@@ -56,13 +56,8 @@ class CountdownStudyConfig(NotebookConfig):
     measured_prompts: int = param(16, "training prompts whose exact q judges each update", low=2, high=100_000)
     update_rollouts: list[int] = param([4, 16], "N of the update-quality grid", low=2, high=MAX_N, distinct=True,
                                   max_items=MAX_GRID)  # fmt: skip
-    update_samples: list[int] = param(
-        [64],
-        "S: generated samples per update in the grid, each a multiple of every N",
-        low=2,
-        high=MAX_SAMPLES,
-        max_items=MAX_GRID,
-    )
+    update_samples: list[int] = param([64], "S: generated samples per update in the grid, each a multiple of every N",
+                                      low=2, high=MAX_SAMPLES, max_items=MAX_GRID)  # fmt: skip
     update_reps: int = param(2, "repetitions of each update-quality cell", low=2, high=1000)
     previous_plateau: bool = param(False, "also measure the earlier design's committed plateau (spell + arithmetic)")
     prompts: int = param(4, "P: ProRL's kept prompts per step; BroRL takes P/4", low=4, high=4096, multiple_of=4)

@@ -107,28 +107,37 @@ def curves(table: pd.DataFrame) -> plt.Figure:
     return fig
 
 
-@rounded_inputs
-def bands(table: pd.DataFrame) -> plt.Figure:
-    """Each arm minus ProRL per held-out q band at the last budget (rows of ``study_report.bands``), 95% interval
-    across seeds."""
+def _arms_by_band(table: pd.DataFrame, draw, xlabel: str, ylabel: str) -> plt.Figure:
+    """The arms side by side within each q band (rows: arm, q_band, label, prompts); ``draw(ax, x, width, rows,
+    arm)`` draws one arm's rows, indexed by band."""
     fig, ax = new_figure("column")
     ax.axhline(0, color=palette.RULE, lw=0.6)
-    table = table.dropna(subset=["delta_vs_prorl"])
     labels = list(dict.fromkeys(table["q_band"]))
     arms = list(dict.fromkeys(table["arm"]))
     width = 0.8 / max(1, len(arms))
     for k, arm in enumerate(arms):
-        g = table[table.arm == arm].set_index("q_band").reindex(labels)
-        x = np.arange(len(labels)) + (k - (len(arms) - 1) / 2) * width
+        rows = table[table.arm == arm].set_index("q_band").reindex(labels)
+        draw(ax, np.arange(len(labels)) + (k - (len(arms) - 1) / 2) * width, width, rows, arm)
+    counts = table.drop_duplicates("q_band").set_index("q_band").reindex(labels)["prompts"]
+    ax.set_xticks(np.arange(len(labels)), [f"{b}\n(n={int(c)})" for b, c in zip(labels, counts)], fontsize=pt(5))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=pt(5), loc="best")
+    return fig
+
+
+@rounded_inputs
+def bands(table: pd.DataFrame) -> plt.Figure:
+    """Each arm minus ProRL per held-out q band at the last budget (rows of ``study_report.bands``), 95% interval
+    across seeds."""
+
+    def draw(ax, x, width, g, arm):
         err = [g["delta_vs_prorl"] - g["ci_low"], g["ci_high"] - g["delta_vs_prorl"]]
         ax.errorbar(x, g["delta_vs_prorl"], yerr=err, color=_arm_colour(arm, g["N"].dropna().iloc[0]), marker="o",
                     ms=3, lw=0, elinewidth=1, capsize=2, label=g["label"].dropna().iloc[0])  # fmt: skip
-    counts = table.drop_duplicates("q_band").set_index("q_band").reindex(labels)["prompts"]
-    ax.set_xticks(np.arange(len(labels)), [f"{b}\n(n={int(c)})" for b, c in zip(labels, counts)], fontsize=pt(5))
-    ax.set_xlabel("Held-out pass@1 at the plateau")
-    ax.set_ylabel("Arm − ProRL, pass@1")
-    ax.legend(fontsize=pt(5), loc="best")
-    return fig
+
+    table = table.dropna(subset=["delta_vs_prorl"])
+    return _arms_by_band(table, draw, "Held-out pass@1 at the plateau", "Arm − ProRL, pass@1")
 
 
 @rounded_inputs
@@ -161,22 +170,12 @@ def isocompute(table: pd.DataFrame) -> plt.Figure:
 def prompt_fate(table: pd.DataFrame) -> plt.Figure:
     """Change of each training prompt's exact q over phase 2, by its q at the plateau, per arm (mean over seeds,
     one standard error)."""
-    fig, ax = new_figure("column")
-    ax.axhline(0, color=palette.RULE, lw=0.6)
-    bands = list(dict.fromkeys(table["q_band"]))
-    arms = list(dict.fromkeys(table["arm"]))
-    width = 0.8 / max(1, len(arms))
-    for k, arm in enumerate(arms):
-        g = table[table.arm == arm].set_index("q_band").reindex(bands)
+
+    def draw(ax, x, width, g, arm):
         colour = _arm_colour(arm, 16 if arm.startswith("N16") else 512)
-        x = np.arange(len(bands)) + (k - (len(arms) - 1) / 2) * width
         ax.bar(x, g["delta_q"], width, yerr=g["delta_q_se"], color=colour, label=g["label"].dropna().iloc[0])
-    counts = table.drop_duplicates("q_band").set_index("q_band").reindex(bands)["prompts"]
-    ax.set_xticks(np.arange(len(bands)), [f"{b}\n(n={int(c)})" for b, c in zip(bands, counts)], fontsize=pt(5))
-    ax.set_xlabel("Exact q at the plateau")
-    ax.set_ylabel("Δ q over phase 2")
-    ax.legend(fontsize=pt(5), loc="best")
-    return fig
+
+    return _arms_by_band(table, draw, "Exact q at the plateau", "Δ q over phase 2")
 
 
 @rounded_inputs

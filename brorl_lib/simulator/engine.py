@@ -341,21 +341,10 @@ class AdamW:
     def step(self, grad: torch.Tensor) -> None:
         s = self.s
         self.steps += 1
-        torch._fused_adamw_(
-            [self.z],
-            [grad],
-            [self.exp_avg],
-            [self.exp_avg_sq],
-            [],
-            [self.steps],
-            amsgrad=False,
-            lr=s.lr,
-            beta1=s.beta1,
-            beta2=s.beta2,
-            weight_decay=s.weight_decay,
-            eps=s.adam_eps,
-            maximize=False,
-        )
+        # params, grads, first and second moments, max second moments (amsgrad only), step counts
+        torch._fused_adamw_([self.z], [grad], [self.exp_avg], [self.exp_avg_sq], [], [self.steps], amsgrad=False,
+                            lr=s.lr, beta1=s.beta1, beta2=s.beta2, weight_decay=s.weight_decay, eps=s.adam_eps,
+                            maximize=False)  # fmt: skip
 
 
 class Rows:

@@ -52,15 +52,15 @@ class SimulatorConfig(NotebookConfig):
     rollouts: list[int] = param(
         PAPER_N, "rollout sizes N of Figure 3", low=1, high=MAX_ROLLOUTS, distinct=True, max_items=MAX_LIST_ITEMS
     )
-    steps: int = declared_as("steps")
+    steps: int = declared_as("steps")  # SimSettings' own declarations, to worst_drop
     vocab_size: int = declared_as("vocab_size")
     n_correct: int = declared_as("n_correct")
-    lr: float = declared_as("lr")
+    lr: float = declared_as("lr")  # the AdamW step, to adam_eps
     weight_decay: float = declared_as("weight_decay")
     beta1: float = declared_as("beta1")
     beta2: float = declared_as("beta2")
     adam_eps: float = declared_as("adam_eps")
-    seeded_init: bool = declared_as("seeded_init")
+    seeded_init: bool = declared_as("seeded_init")  # the paper's unstated choices, to worst_drop
     anchor_correct: bool = declared_as("anchor_correct")
     anchor_frozen: bool = declared_as("anchor_frozen")
     correct_tokens: str = declared_as("correct_tokens")

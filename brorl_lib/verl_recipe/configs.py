@@ -62,9 +62,6 @@ MATH_VERIFY_BACKEND = "pool"  # see rewards.py: verl's process pool, safe in ver
 # The start model's revision: nvidia/Nemotron-Research-Reasoning-Qwen-1.5B at the commit its "main" branch
 # (ProRLv2, 3000 steps) pointed to, as a third-party registry records it; "main" itself moves.
 MODEL_REVISION = "c62ac5e70bd578a9235aa9d8e11fff2f1f63d4a0"
-# flash-attn: verl 0.9.1 loads models with flash_attention_2 and the recipe keeps use_remove_padding=true
-# (flash-attn's varlen kernels); verl pins this version in its own "fsdp" extra, which "verl[vllm]" lacks.
-FLASH_ATTN_VERSION = "2.8.3"
 # Dynamic sampling's round cap through verl's custom-sampler hook (guard.py), loaded in the trainer only;
 # the sampler gets the filter's settings as interpolations of the keys verl's own buffer is built from.
 SAMPLER_PATH = "pkg://brorl_lib.verl_recipe.guard"
@@ -95,7 +92,7 @@ _SAFE = re.compile(r"^[A-Za-z0-9_./:@+-]*$")
 class Arm:
     """One arm: ``n_rollouts`` samples per prompt (N), ``prompts_per_step`` prompts per RL step."""
 
-    name: str
+    name: str  # its folder under recipes/brorl and the run's, e.g. prorl or brorl
     n_rollouts: int
     prompts_per_step: int
     steps: int  # RL steps to train

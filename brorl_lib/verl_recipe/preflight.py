@@ -97,11 +97,13 @@ def parse_overrides(lines: Iterable[str]) -> dict[str, str]:
 
 
 def read_plan(arm: str, profile: str = "cluster") -> ArmPlan:
-    """The committed overrides.txt and launch.sh of ``arm`` (FileNotFoundError if the record has none)."""
+    """The committed overrides.txt and launch.sh of ``arm``, with its profile's profile.sh (FileNotFoundError if
+    the record has no overrides.txt)."""
     folder = RECIPES_DIR / arm if profile == "cluster" else RECIPES_DIR / profile / arm
     ov = parse_overrides((folder / "overrides.txt").read_text().splitlines())
     script = folder / "launch.sh"
-    found = re.search(r"^export VERL_USE_EXTERNAL_MODULES=(\S*)", script.read_text() if script.is_file() else "", re.M)
+    text = "".join(p.read_text() for p in (folder.parent / "profile.sh", script) if p.is_file())
+    found = re.search(r"^export VERL_USE_EXTERNAL_MODULES=(\S*)", text, re.M)
     return ArmPlan(arm, ov, found[1].strip("'\"") if found else "", str(script.relative_to(REPO_ROOT)))
 
 

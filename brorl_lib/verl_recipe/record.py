@@ -1,7 +1,8 @@
 """The committed record of the paper's two arms, ``recipes/brorl/``, kept as verl's own recipes keep theirs.
 
 The scripts there are written by hand: ``launch_arm.sh`` (the launch body), one short ``launch.sh`` per arm
-and profile with its variables beside it, ``evaluate.sh`` and the README. What is computed is generated:
+and profile with its variables beside it, one ``profile.sh`` per profile (its run folder and environment),
+``evaluate.sh`` and the README. What is computed is generated:
 per arm and profile, ``overrides.txt`` (the Hydra overrides, from ``configs.py``) and ``config.yaml``
 (verl's ``ppo_trainer.yaml`` composed with them by Hydra and checked by verl's ``validate_config``).
 ``python -m brorl_lib.verl_recipe.record`` writes those; ``--check`` compares instead and names every file
@@ -29,6 +30,7 @@ PROFILES = {"": "the cluster profile", "cpu/": "the cpu profile", "smoke/": "the
 VARIABLES = ("MODEL_PATH", "DATA_DIR", "CKPT_DIR")  # <NAME> in overrides.txt and config.yaml
 HAND_WRITTEN = (
     ("launch_arm.sh", "evaluate.sh", "README.md")
+    + tuple(f"{d}profile.sh" for d in PROFILES)
     + tuple(f"{d}{a}/launch.sh" for d in PROFILES for a in configs.PAPER_ARMS)
 )  # fmt: skip
 EXECUTABLE = tuple(name for name in HAND_WRITTEN if name.endswith(".sh"))

@@ -95,25 +95,15 @@ class VerlTrainingConfig(NotebookConfig):
         max_items=len(configs.PAPER_ARMS),
     )
     prorl_rollouts: int = param(16, "ProRL arm: rollouts per prompt N (paper 16)", low=2, high=MAX_ROLLOUTS)
-    prorl_prompts_per_step: int = param(
-        512,
-        "ProRL arm: prompts per RL step (paper 512), a multiple of ppo_mini_batches",
-        low=1,
-        high=MAX_PROMPTS_PER_STEP,
-    )
-    prorl_steps: int = param(
-        535, "ProRL arm: RL steps to train (Table 1's longest ProRL row, +535)", low=1, high=100_000
-    )
+    prorl_prompts_per_step: int = param(512, "ProRL arm: prompts per RL step (paper 512), a multiple of "
+                                        "ppo_mini_batches", low=1, high=MAX_PROMPTS_PER_STEP)  # fmt: skip
+    prorl_steps: int = param(535, "ProRL arm: RL steps to train (Table 1's longest ProRL row, +535)", low=1,
+                             high=100_000)  # fmt: skip
     brorl_rollouts: int = param(512, "BroRL arm: rollouts per prompt N (paper 512)", low=2, high=MAX_ROLLOUTS)
-    brorl_prompts_per_step: int = param(
-        128,
-        "BroRL arm: prompts per RL step (paper 128), a multiple of ppo_mini_batches",
-        low=1,
-        high=MAX_PROMPTS_PER_STEP,
-    )
-    brorl_steps: int = param(
-        191, "BroRL arm: RL steps to train (Table 1's longest BroRL row, +191)", low=1, high=100_000
-    )
+    brorl_prompts_per_step: int = param(128, "BroRL arm: prompts per RL step (paper 128), a multiple of "
+                                        "ppo_mini_batches", low=1, high=MAX_PROMPTS_PER_STEP)  # fmt: skip
+    brorl_steps: int = param(191, "BroRL arm: RL steps to train (Table 1's longest BroRL row, +191)", low=1,
+                             high=100_000)  # fmt: skip
     ppo_mini_batches: int = param(
         4, "PPO mini-batches per step, the same in both arms (ProRL v1: 256 prompts / 64)", low=1, high=1024
     )

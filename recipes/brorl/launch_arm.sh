@@ -2,6 +2,7 @@
 # BroRL companion: the body every arm's launch.sh sources, after setting
 #   ARM              the arm's name (its checkpoints go to trainer.default_local_dir, its logs to $ARM_DIR)
 #   STOPS            the steps each launch of verl trains to, in order; each ends with a kept checkpoint
+# and sourcing its profile's profile.sh, which sets
 #   RUN_DIR_DEFAULT  where the arm's folder goes when RUN_DIR is not set (relative to the repository)
 #   RAY_ENV          variables the launch exports that verl's Ray actors must see as well
 # and, optionally, ARM_DIR (the arm's run folder itself). The Hydra overrides are the lines of overrides.txt

@@ -18,6 +18,8 @@ from brorl_lib.models import tiny
 from brorl_lib.verl_recipe import configs, logs, record
 from brorl_lib.verl_recipe.cpu import profile, run, tiny_model
 
+# Ray's dashboard is not under test, and on 2 cores its processes cost about a fifth of a launch's CPU time
+NO_DASHBOARD = ["+ray_kwargs.ray_init.include_dashboard=false"]
 SHORT = ["trainer.total_training_steps=2", "trainer.save_freq=1", "trainer.test_freq=2"]
 NO_FIRST_VALIDATION = [*SHORT, "trainer.val_before_train=false"]  # where no check reads step 0's validation
 
@@ -34,7 +36,7 @@ def paths(tmp_path_factory):
 
 def launch(arm, paths, extra, log_name):
     with open(paths.work / log_name, "wb") as log:
-        return run.launch(arm, paths, extra, timeout_s=900, log=log)
+        return run.launch(arm, paths, [*extra, *NO_DASHBOARD], timeout_s=900, log=log)
 
 
 def trained(log: logs.RunLog):
@@ -43,7 +45,7 @@ def trained(log: logs.RunLog):
 
 def test_prorl_trains_and_resumes_after_a_kill(paths):
     with open(paths.work / "prorl-killed.log", "wb") as log:
-        run.launch_and_kill("prorl", paths, after_step=1, extra=NO_FIRST_VALIDATION, log=log)
+        run.launch_and_kill("prorl", paths, after_step=1, extra=[*NO_FIRST_VALIDATION, *NO_DASHBOARD], log=log)
     assert run.latest_checkpoint(paths, "prorl") == 1
     status = launch("prorl", paths, SHORT, "prorl-resumed.log")
     assert status == 0, (paths.work / "prorl-resumed.log").read_text()[-3000:]

@@ -12,7 +12,5 @@
 # re-running it skips the stops already checkpointed and resumes from the newest checkpoint.
 ARM=brorl
 STOPS="107 134 191"  # Table 1's rows of this arm, then its last step
-RUN_DIR_DEFAULT=data/runs/verl/brorl-repro
-export VERL_USE_EXTERNAL_MODULES=brorl_lib.verl_recipe.tokenizer_fallback  # verl imports it in every process
-RAY_ENV="VERL_USE_EXTERNAL_MODULES"
+source "$(dirname "${BASH_SOURCE[0]}")/../profile.sh"  # the profile's run folder and environment
 source "$(dirname "${BASH_SOURCE[0]}")/../launch_arm.sh"

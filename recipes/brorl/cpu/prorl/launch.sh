@@ -12,9 +12,5 @@
 # Re-running it resumes from the newest checkpoint until step 6 is checkpointed.
 ARM=prorl
 STOPS="6"  # one launch to the profile's last step
-RUN_DIR_DEFAULT=data/runs/verl/verl-cpu
-# verl on this CPU: the plugin serves the one logical GPU from the CPU, and verl imports both modules in every process
-export VERL_USE_EXTERNAL_MODULES=brorl_lib.verl_recipe.cpu.plugin,brorl_lib.verl_recipe.tokenizer_fallback
-export VERL_PLATFORM=cpu VERL_ENGINE_DEVICE=cuda
-RAY_ENV="VERL_USE_EXTERNAL_MODULES VERL_PLATFORM VERL_ENGINE_DEVICE"
+source "$(dirname "${BASH_SOURCE[0]}")/../profile.sh"  # the profile's run folder and environment
 source "$(dirname "${BASH_SOURCE[0]}")/../../launch_arm.sh"

@@ -10,7 +10,5 @@
 #   MODEL_PATH=... DATA_DIR=... CKPT_DIR=... bash recipes/brorl/smoke/prorl/launch.sh [more Hydra overrides]
 ARM=prorl
 STOPS="2"  # one launch to the profile's last step
-RUN_DIR_DEFAULT=data/runs/verl/smoke
-export VERL_USE_EXTERNAL_MODULES=brorl_lib.verl_recipe.tokenizer_fallback  # verl imports it in every process
-RAY_ENV="VERL_USE_EXTERNAL_MODULES"
+source "$(dirname "${BASH_SOURCE[0]}")/../profile.sh"  # the profile's run folder and environment
 source "$(dirname "${BASH_SOURCE[0]}")/../../launch_arm.sh"
