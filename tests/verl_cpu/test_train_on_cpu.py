@@ -67,6 +67,24 @@ def test_prorl_trains_and_resumes_after_a_kill(paths):
     assert all(merged[s]["actor/ppo_kl"] != 0 and math.isfinite(merged[s]["actor/pg_clipfrac"]) for s in (1, 2))
 
 
+# The order is the schedule: pytest-xdist gives each of two workers two tests in file order, so the launch
+# that fails soonest (the cap) goes with the kill and resume (two launches), BroRL's step with the round cap's.
+
+
+def test_a_transfer_queue_cap_below_the_steps_peak_fails_the_run(paths, tmp_path):
+    n, prompts = profile.CPU_ARMS["prorl"]
+    cap = n * prompts // 2  # below the kept batch alone; the recipe's rule (no cap) is what the other runs use
+    assert "transfer_queue.backend.SimpleStorage.total_storage_size=null" in record.profile_arms()["cpu/prorl"][1]
+    capped = run.Paths(tmp_path, tmp_path / "runs", paths.model)  # its own checkpoints and logs
+    shutil.copytree(paths.data_dir, capped.data_dir)
+    extra = ["trainer.total_training_steps=1", "trainer.val_before_train=false",
+             f"transfer_queue.backend.SimpleStorage.total_storage_size={cap}"]  # fmt: skip
+    status = launch("prorl", capped, extra, "capped.log")
+    text = (tmp_path / "capped.log").read_text(errors="replace")
+    assert status != 0 and run.latest_checkpoint(capped, "prorl") == 0
+    assert f"Storage capacity exceeded: {cap} existing + 1 new > {cap}" in text
+
+
 def test_brorl_trains_with_its_batch_and_learning_rate(paths):
     # one step: the second step, validation and the resume are the same code for both arms (the test above)
     extra = ["trainer.total_training_steps=1", "trainer.save_freq=1", "trainer.test_freq=-1",
@@ -83,20 +101,6 @@ def test_brorl_trains_with_its_batch_and_learning_rate(paths):
     expected = configs.learning_rate(arms["brorl"], arms["prorl"])
     merged = logs.merge_segments(sorted((paths.runs / "brorl" / "logs").glob(logs.SEGMENT_GLOB)))
     assert float(merged[1]["actor/lr"]) == pytest.approx(expected)
-
-
-def test_a_transfer_queue_cap_below_the_steps_peak_fails_the_run(paths, tmp_path):
-    n, prompts = profile.CPU_ARMS["prorl"]
-    cap = n * prompts // 2  # below the kept batch alone; the recipe's rule (no cap) is what the other runs use
-    assert "transfer_queue.backend.SimpleStorage.total_storage_size=null" in record.profile_arms()["cpu/prorl"][1]
-    capped = run.Paths(tmp_path, tmp_path / "runs", paths.model)  # its own checkpoints and logs
-    shutil.copytree(paths.data_dir, capped.data_dir)
-    extra = ["trainer.total_training_steps=1", "trainer.val_before_train=false",
-             f"transfer_queue.backend.SimpleStorage.total_storage_size={cap}"]  # fmt: skip
-    status = launch("prorl", capped, extra, "capped.log")
-    text = (tmp_path / "capped.log").read_text(errors="replace")
-    assert status != 0 and run.latest_checkpoint(capped, "prorl") == 0
-    assert f"Storage capacity exceeded: {cap} existing + 1 new > {cap}" in text
 
 
 def test_a_run_whose_groups_are_all_filtered_stops_with_a_reason(paths, tmp_path):
