@@ -33,7 +33,7 @@ reproduce: $(STAMP)
 ## Steps that leave part of the CPUs idle run side by side, each one's output shown when it ends: the CPU vLLM
 ## environment is built and Chromium found or installed while lint, the unit tests and the book run (their log:
 ## build/setup-beside.log), then verl beside vLLM, then nbval beside the browser test.
-test: $(STAMP)
+test: $(STAMP) sandbox-deps
 	mkdir -p build
 	{ $(MAKE) --no-print-directory vllm browser-deps > build/setup-beside.log 2>&1; echo $$? > build/setup-beside.rc; } & \
 	$(MAKE) --no-print-directory lint unit book; rc=$$?; wait; [ $$rc = 0 ] || exit $$rc; \
@@ -97,13 +97,15 @@ vllm-lock: $(VLLM_STAMP)
 	  || mv requirements-vllm.lock.new requirements-vllm.lock
 
 # $(call debian_package,COMMAND,PACKAGE,WHO NEEDS IT): COMMAND found, else PACKAGE installed with apt-get
-# (as root or via sudo), else the package to install named and the step stopped.
+# (as root or via sudo; waiting up to 10 min for another apt-get to finish), else the package to install named
+# and the step stopped.
 define debian_package
 @command -v $(1) >/dev/null || { \
   if command -v apt-get >/dev/null && { [ "$$(id -u)" = 0 ] || sudo -n true 2>/dev/null; }; then \
     sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
-    $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(2) \
-      || { $$sudo apt-get update -q && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(2); }; \
+    apt="apt-get -o DPkg::Lock::Timeout=600"; \
+    $$sudo env DEBIAN_FRONTEND=noninteractive $$apt install -y -q $(2) \
+      || { $$sudo $$apt update -q && $$sudo env DEBIAN_FRONTEND=noninteractive $$apt install -y -q $(2); }; \
   else \
     echo "$(3) needs $(1): install the package '$(2)'," \
          "e.g. sudo apt-get install $(2) (Debian/Ubuntu) or sudo dnf install $(2) (Fedora)" >&2; \
