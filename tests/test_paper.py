@@ -9,6 +9,7 @@ import pytest
 
 from brorl_lib.core import stats
 from brorl_lib.facts import reported as paper
+from brorl_lib.facts.arms import Arm
 from brorl_lib.paper import dynamic_sampling as ds
 from brorl_lib.paper import report as paper_report
 from brorl_lib.paper import roofline
@@ -125,8 +126,8 @@ def test_roofline_by_hand():
 
 def test_arm_throughput_and_concurrency_cap():
     model, hw = roofline.ModelShape(), roofline.Hardware()
-    short = roofline.arm_throughput(roofline.ThroughputArm("BroRL", 512, 128), model, hw, 1024, 256, True)
-    long = roofline.arm_throughput(roofline.ThroughputArm("BroRL", 512, 128), model, hw, 1024, 16384, True)
+    short = roofline.arm_throughput(Arm("BroRL", 512, 128), 64, model, hw, 1024, 256, True)
+    long = roofline.arm_throughput(Arm("BroRL", 512, 128), 64, model, hw, 1024, 16384, True)
     assert short["concurrency_per_gpu"] == 1024 and long["concurrency_per_gpu"] < 1024  # KV memory binds
     assert short["samples_per_s"] > long["samples_per_s"]
     with pytest.raises(ValueError, match="sequences"):

@@ -197,7 +197,7 @@ def test_warm_start_loss_falls(tok, model):
     losses = warm_start.train_sft(model, tok, train, steps=60, batch_size=16, lr=3e-3, seed=0)
     assert np.mean(losses[-10:]) < 0.7 * np.mean(losses[:5])
     batch = warm_start.sft_batch(tok, train[:1])
-    labelled = batch["labels"][0][batch["labels"][0] != warm_start.IGNORE]
+    labelled = batch["labels"][0][batch["labels"][0] != tiny.IGNORE]
     assert labelled.tolist() == tok(train[0].answer, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
 
 
@@ -486,7 +486,7 @@ def test_an_arm_from_a_phase1_checkpoint_continues_its_optimizer_at_its_own_lr(t
     train, test = tasks.make_split("spell_backward", 1, 40, 4, seed=0)
     opt = torch.optim.AdamW(model.parameters(), lr=5e-4)
     for k in range(3):  # three updates: AdamW's step count 3 and moments of its own
-        loss = warm_start.sft_loss(model, warm_start.sft_batch(tok, train[4 * k : 4 * k + 4]))
+        loss = tiny.sft_loss(model, warm_start.sft_batch(tok, train[4 * k : 4 * k + 4]))
         opt.zero_grad()
         loss.backward()
         opt.step()

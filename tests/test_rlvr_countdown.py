@@ -241,14 +241,14 @@ def phase2(**change):
 def test_the_verdict_and_control_arms_follow_the_paper_shapes():
     p = phase2()
     p.check()
-    shapes = {a.key: (a.n, a.prompts, a.lr) for a in p2.verdict_arms(p) + p2.control_arms(p)}
+    shapes = {a.name: (a.n_rollouts, a.prompts_per_step, a.lr) for a in p2.verdict_arms(p) + p2.control_arms(p)}
     assert shapes["N16"] == (16, 64, 1e-4)
     assert shapes["N512"][:2] == (512, 16) and shapes["N512"][2] == pytest.approx(1e-4 * 8**0.5)
     assert shapes["N16_batch512"][:2] == (16, 512) and shapes["N16_batch512"][2] == pytest.approx(1e-4 * 8**0.5)
     assert shapes["N512_prompts64"][2] == pytest.approx(1e-4 * 32**0.5)
-    assert next(a for a in p2.control_arms(p) if a.key == "N512_kl").kl_coef == 0.001
+    assert next(a for a in p2.control_arms(p) if a.name == "N512_kl").kl_coef == 0.001
     iso = p2.iso_arms(p)
-    assert len(iso) == 15 and all(a.one_round and a.n * a.prompts == 4096 for a in iso)
+    assert len(iso) == 15 and all(a.one_round and a.samples_per_step == 4096 for a in iso)
     assert [a.lr for a in iso if a.lr_factor == 1.0] == pytest.approx([2e-4] * 5)  # sqrt(4096 / (16 x 64)) = 2
 
 

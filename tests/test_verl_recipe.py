@@ -41,7 +41,7 @@ def rg_frames():
 
 @pytest.fixture(scope="module")
 def arms():
-    return {a.name: a for a in (configs.Arm("prorl", 16, 512, 535), configs.Arm("brorl", 512, 128, 191))}
+    return {a.name: a for a in (configs.arm("prorl", 16, 512, 535), configs.arm("brorl", 512, 128, 191))}
 
 
 @pytest.fixture(scope="module")
@@ -205,9 +205,9 @@ def test_code_rows_from_a_local_file_and_their_reward_is_the_share_of_tests_pass
 def test_learning_rate_rule_is_the_square_root_of_the_samples_ratio(arms):
     assert configs.learning_rate(arms["brorl"], arms["prorl"], 1e-6) == pytest.approx(1e-6 * math.sqrt(8))
     assert configs.learning_rate(arms["prorl"], arms["prorl"], 1e-6) == pytest.approx(1e-6)
-    quarter = configs.Arm("brorl", 128, 128, 10)  # 16384 samples per step: twice ProRL's
+    quarter = configs.arm("brorl", 128, 128, 10)  # 16384 samples per step: twice ProRL's
     assert configs.learning_rate(quarter, arms["prorl"], 2e-6) == pytest.approx(2e-6 * math.sqrt(2))
-    assert arms["prorl"].mini_batch_prompts * 4 == 512 and arms["brorl"].mini_batch_prompts * 4 == 128
+    assert configs.mini_batch_prompts(arms["prorl"]) * 4 == 512 and configs.mini_batch_prompts(arms["brorl"]) * 4 == 128
 
 
 def test_both_arms_compose_validate_and_differ_exactly_where_they_should(composed, arms):
@@ -353,7 +353,7 @@ def test_a_list_where_a_path_or_name_is_expected_is_refused(name):
 # --- launch script ---
 def test_launch_script_trains_in_stops_and_resumes_into_a_fresh_log_segment_each_time(arms, cluster, tmp_path):
     arm_dir = tmp_path / "run" / "brorl"
-    arm = configs.Arm("brorl", 512, 128, 150)  # stops at Table 1's 107 and 134, then its own last step
+    arm = configs.arm("brorl", 512, 128, 150)  # stops at Table 1's 107 and 134, then its own last step
     assert launch.stops(arm) == [107, 134, 150] and launch.stops(arms["brorl"]) == [107, 134, 191]
     ov = configs.overrides(arm, arms["prorl"], cluster)
     arm_dir.mkdir(parents=True)

@@ -87,8 +87,8 @@ def test_record_is_the_papers_arms_as_notebook_05_sets_them_by_default(generated
     cluster = cfg.cluster(("<DATA_DIR>/train.parquet",), ("<DATA_DIR>/val.parquet",))
     cluster = dataclasses.replace(cluster, model_path="<MODEL_PATH>", checkpoint_dir="<CKPT_DIR>")
     assert cluster == record.paper_cluster()
-    assert {a.name: a for a in cfg.arm_specs()} == record.paper_arms()
-    arms = record.paper_arms()
+    assert {a.name: a for a in cfg.arm_specs()} == record.recipe_arms()
+    arms = record.recipe_arms()
     assert [(a.n_rollouts, a.prompts_per_step, a.steps) for a in arms.values()] == [(16, 512, 535), (512, 128, 191)]
     composed = {arm: configs.compose((generated / arm / "overrides.txt").read_text().splitlines()) for arm in arms}
     lr = {arm: c.actor_rollout_ref.actor.optim.lr for arm, c in composed.items()}
@@ -129,12 +129,12 @@ def test_each_launch_script_runs_its_arm_as_configs_say(generated):
         assert head in script.read_text() and f"{arm.steps} RL steps" in script.read_text(), folder
         assert f"bash recipes/brorl/{folder}/launch.sh" in script.read_text(), folder
     readme = (generated / "README.md").read_text()  # the README's table of the arms, as configs.py computes it
-    arms = record.paper_arms()
+    arms = record.recipe_arms()
     base = arms[configs.BASE_ARM]
     for name, a in arms.items():
         lr = configs.learning_rate(a, base, record.paper_cluster().base_lr)
         row = f"| {a.n_rollouts} | {a.prompts_per_step} | {a.samples_per_step} | {a.mini_batches} "
-        assert f"{row}({a.mini_batch_prompts} prompts) | {lr:.4g} | {a.steps} |" in readme, name
+        assert f"{row}({configs.mini_batch_prompts(a)} prompts) | {lr:.4g} | {a.steps} |" in readme, name
 
 
 def _fake_python(path, body=""):
@@ -169,7 +169,7 @@ def test_launch_script_takes_the_paths_from_the_environment(generated, tmp_path)
         ["bash", str(script), "trainer.total_training_steps=2"], env={**env, **paths}, check=True, capture_output=True
     )
     made = _calls(calls)  # one launch of verl per stop: no checkpoint is written here, so every stop runs
-    assert len(made) == len(launch.stops(record.paper_arms()["brorl"]))
+    assert len(made) == len(launch.stops(record.recipe_arms()["brorl"]))
     args = made[0]
     overrides = (generated / "brorl" / "overrides.txt").read_text().splitlines()
     filled = []

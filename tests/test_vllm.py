@@ -22,10 +22,9 @@ from brorl_lib.evaluation import backends, metrics, vllm_compat
 from brorl_lib.evaluation import results as res
 from brorl_lib.evaluation.cli import main as cli_main
 from brorl_lib.evaluation.datasets import MATH_PROMPT
-from brorl_lib.models.tiny import TinyModelShape, build_model, save
+from brorl_lib.models.tiny import IGNORE, TinyModelShape, build_model, save, train_sft
 from brorl_lib.rlvr.sampling import positions
 from brorl_lib.rlvr.tokenizer import build_tokenizer
-from brorl_lib.rlvr.warm_start import IGNORE, sft_loss
 
 VLLM_PYTHON = REPO_ROOT / vllm_compat.CPU_ENV / "bin" / "python"
 BENCHMARK = "math500"  # any math benchmark: its instances come from the local file below
@@ -79,15 +78,11 @@ def checkpoint(tmp_path_factory):
         tok = build_tokenizer()
         model = build_model(TinyModelShape(), tok, seed=0)
         train, held_out = successor_problems()
-        gen = torch.Generator().manual_seed(0)
-        opt = torch.optim.AdamW(model.parameters(), lr=LR)
-        model.train()
-        for _ in range(WARM_START_STEPS):
-            pick = torch.randint(len(train), (BATCH,), generator=gen).tolist()
-            loss = sft_loss(model, sft_batch(tok, [train[i] for i in pick]))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+
+        def batch(rows: list[int], _gen) -> dict[str, torch.Tensor]:
+            return sft_batch(tok, [train[i] for i in rows])
+
+        train_sft(model, len(train), batch, WARM_START_STEPS, BATCH, LR, seed=0)
         model.eval()
         save(model, tok, root / "laptop")
     finally:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 from transformers.utils import logging as hf_logging
 
-from brorl_lib.core.validation import check_int
+from brorl_lib.core.validation import check_int, check_positive
 
+IGNORE = -100  # label of positions that carry no loss (transformers' convention)
 hf_logging.disable_progress_bar()  # checkpoints are saved often; their progress bars would drown the run's own
 
 
@@ -72,3 +75,39 @@ def load(path: Path, device: str = "cpu") -> tuple[Qwen2ForCausalLM, PreTrainedT
         raise ValueError(f"no model at {path}: expected a Hugging Face folder with config.json (a saved warm start)")
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device)
     return model, PreTrainedTokenizerFast.from_pretrained(path)
+
+
+def sft_loss(model: Qwen2ForCausalLM, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Next-token cross-entropy on the batch's labelled positions, on the model's device."""
+    device = next(model.parameters()).device
+    return model(**{k: v.to(device) for k, v in batch.items()}).loss
+
+
+def train_sft(
+    model: Qwen2ForCausalLM,
+    rows: int,
+    batch_of: Callable[[list[int], torch.Generator], dict[str, torch.Tensor]],
+    steps: int,
+    batch_size: int,
+    lr: float,
+    seed: int,
+    progress: bool = False,
+) -> list[float]:
+    """The supervised warm start: AdamW at ``lr`` for ``steps`` steps, each on ``batch_size`` rows drawn at
+    random from ``rows`` and made into a batch by ``batch_of(picked rows, generator)``; the loss of every step."""
+    check_int("steps", steps, low=1)
+    check_int("batch_size", batch_size, low=1)
+    check_positive("lr", lr)
+    if rows < 1:
+        raise ValueError("the warm start needs at least one training row")
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    model.train()
+    losses = []
+    for _ in tqdm(range(steps), desc="warm start", unit="step", disable=not progress):
+        loss = sft_loss(model, batch_of(torch.randint(rows, (batch_size,), generator=gen).tolist(), gen))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses

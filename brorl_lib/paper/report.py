@@ -9,6 +9,7 @@ import pandas as pd
 
 from brorl_lib.core.params import NotebookConfig, param
 from brorl_lib.facts import reported as paper
+from brorl_lib.facts.arms import paper_arms
 from brorl_lib.paper import dynamic_sampling as ds
 from brorl_lib.paper import roofline
 
@@ -52,7 +53,6 @@ PAPER_SOURCE = "reported (paper, Table 1)"
 DIFFERENCE_SOURCE = "difference (blog - paper)"
 ROLLOUT_GRID = np.unique(np.round(np.geomspace(1, 4096, 60)).astype(int))
 RESPONSE_GRID = np.array([256, 512, 1024, 2048, 4096, 8192, 16384])
-ARMS = tuple(roofline.ThroughputArm(method, n, prompts) for method, (n, prompts) in paper.arm_shapes().items())
 
 
 @dataclass(frozen=True)
@@ -93,9 +93,6 @@ class PaperTablesConfig(NotebookConfig):
         return roofline.Hardware(
             self.peak_tflops * 1e12, self.bandwidth_tbs * 1e12, self.memory_gb * 1e9, self.memory_utilization
         )
-
-    def arms(self) -> list[roofline.ThroughputArm]:
-        return [roofline.ThroughputArm(a.name, a.n_rollouts, a.prompts_per_step, self.gpus) for a in ARMS]
 
 
 def paper_layout(name: str) -> pd.DataFrame:
@@ -168,7 +165,9 @@ def throughput_table(cfg: PaperTablesConfig) -> pd.DataFrame:
     rows = []
     for resp in sorted(set(RESPONSE_GRID.tolist()) | {cfg.response_len}):
         for shared in (False, True):
-            pro, bro = (roofline.arm_throughput(arm, model, hw, cfg.prompt_len, resp, shared) for arm in cfg.arms())
+            pro, bro = (
+                roofline.arm_throughput(arm, cfg.gpus, model, hw, cfg.prompt_len, resp, shared) for arm in paper_arms()
+            )
             rows.append(
                 {
                     "response_len": resp,
@@ -190,7 +189,7 @@ def roofline_points(cfg: PaperTablesConfig) -> pd.DataFrame:
     model, hw = roofline.ModelShape(), cfg.hardware()
     rows = []
     for shared in (False, True):
-        for arm in cfg.arms():
-            r = roofline.arm_throughput(arm, model, hw, cfg.prompt_len, cfg.response_len, shared)
+        for arm in paper_arms():
+            r = roofline.arm_throughput(arm, cfg.gpus, model, hw, cfg.prompt_len, cfg.response_len, shared)
             rows.append({**r, "achieved_flops": r["flops"] / r["time_s"]})
     return pd.DataFrame(rows)

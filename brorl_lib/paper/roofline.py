@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from brorl_lib.core.validation import check_int, check_positive, check_range
-from brorl_lib.facts.reported import setting
+from brorl_lib.facts.arms import Arm
 
 
 @dataclass(frozen=True)
@@ -106,37 +106,27 @@ def max_concurrency(
     return max(1, int(free // (per_seq_tokens * model.kv_bytes_per_token())))
 
 
-@dataclass(frozen=True)
-class ThroughputArm:
-    """One training arm's generation workload on the cluster."""
-
-    name: str
-    n_rollouts: int
-    prompts_per_step: int
-    gpus: int = setting("gpus")  # the paper's H100s (§4.2.1)
-
-    def sequences_per_gpu(self) -> int:
-        return max(1, self.n_rollouts * self.prompts_per_step // self.gpus)
-
-
 def arm_throughput(
-    arm: ThroughputArm,
+    arm: Arm,
+    gpus: int,
     model: ModelShape,
     hw: Hardware,
     prompt_len: float,
     response_len: float,
     shared_prefix: bool,
 ) -> dict[str, float]:
-    """Samples/s of the whole cluster: each GPU decodes its share of the step's rollouts, as many at once
-    as fit in memory, over a response of ``response_len`` tokens (evaluated at its mid-point)."""
+    """Samples/s of ``gpus`` GPUs: each decodes its share of the step's rollouts, as many at once as fit in
+    memory, over a response of ``response_len`` tokens (evaluated at its mid-point)."""
+    check_int("gpus", gpus, low=1)
     check_positive("response_len", response_len)
     concurrency = min(
-        arm.sequences_per_gpu(), max_concurrency(model, hw, arm.n_rollouts, prompt_len, response_len, shared_prefix)
+        max(1, arm.samples_per_step // gpus),
+        max_concurrency(model, hw, arm.n_rollouts, prompt_len, response_len, shared_prefix),
     )
     step = decode_step(
         model, hw, concurrency, min(arm.n_rollouts, concurrency), prompt_len, response_len / 2, shared_prefix
     )
-    samples_per_s = step["tokens_per_s"] / response_len * arm.gpus
+    samples_per_s = step["tokens_per_s"] / response_len * gpus
     return {
         "arm": arm.name,
         "concurrency_per_gpu": concurrency,

@@ -31,9 +31,10 @@ import torch
 
 from brorl_lib.core import atomic
 from brorl_lib.core.validation import check_choice, check_int, check_positive, check_range
+from brorl_lib.facts import arms
 from brorl_lib.facts.protocol import SamplingParams
 from brorl_lib.models import tiny
-from brorl_lib.rlvr import arms, exact_q, plateau, tasks
+from brorl_lib.rlvr import exact_q, plateau, tasks
 from brorl_lib.rlvr.candidates import Candidate
 from brorl_lib.rlvr.run import CHECKPOINT, ArmSettings, save_array
 from brorl_lib.rlvr.step import StepSettings

@@ -27,9 +27,10 @@ import pandas as pd
 import torch
 
 from brorl_lib.core.validation import check_int, check_int_list, check_positive
+from brorl_lib.facts import arms
+from brorl_lib.facts.arms import Arm
 from brorl_lib.models import tiny
-from brorl_lib.rlvr import arms, study
-from brorl_lib.rlvr.arms import Arm
+from brorl_lib.rlvr import study
 from brorl_lib.rlvr.run import CHECKPOINT, DONE, ArmSettings, run_arm, save_array
 from brorl_lib.rlvr.step import StepSettings
 
@@ -92,8 +93,8 @@ class Phase2Settings:
 def verdict_arms(p: Phase2Settings) -> list[Arm]:
     broad = p.prompts // PROMPT_RATIO
     return [
-        Arm("N16", "ProRL N=16", "paper", study.BASE_N, p.prompts, p.base_lr),
-        Arm("N512", "BroRL N=512", "paper", BROAD_N, broad, p.rule_lr(BROAD_N * broad)),
+        Arm("N16", study.BASE_N, p.prompts, label="ProRL N=16", lr=p.base_lr),
+        Arm("N512", BROAD_N, broad, label="BroRL N=512", lr=p.rule_lr(BROAD_N * broad)),
     ]
 
 
@@ -102,7 +103,18 @@ def iso_arms(p: Phase2Settings, factors: tuple[float, ...] | None = None) -> lis
     for n in p.iso_rollouts:
         for f in factors or p.iso_lr_factors:
             lr = p.rule_lr(p.iso_samples) * f
-            out.append(Arm(f"iso_N{n}_lr{f:g}x", f"N={n}, {f:g}x lr", "isocompute", n, p.iso_samples // n, lr, f, True))
+            out.append(
+                Arm(
+                    f"iso_N{n}_lr{f:g}x",
+                    n,
+                    p.iso_samples // n,
+                    label=f"N={n}, {f:g}x lr",
+                    role="isocompute",
+                    lr=lr,
+                    lr_factor=f,
+                    one_round=True,
+                )
+            )
     return out
 
 
@@ -110,35 +122,36 @@ def control_arms(p: Phase2Settings) -> list[Arm]:
     broad = p.prompts // PROMPT_RATIO
     kept = BROAD_N * broad
     wide = kept // study.BASE_N  # BroRL's kept batch at N=16: 8P prompts
+
+    def control(samples_per_step: int) -> dict:
+        return {"role": "control", "lr": p.rule_lr(samples_per_step)}
+
     return [
-        Arm(
-            f"N16_batch{wide}", f"N=16 x {wide} prompts (batch control)", "control", study.BASE_N, wide, p.rule_lr(kept)
-        ),
+        Arm(f"N16_batch{wide}", study.BASE_N, wide, label=f"N=16 x {wide} prompts (batch control)", **control(kept)),
         Arm(
             f"N512_prompts{p.prompts}",
-            f"N=512 x {p.prompts} prompts (prompt-matched)",
-            "control",
             BROAD_N,
             p.prompts,
-            p.rule_lr(BROAD_N * p.prompts),
-        ),
-        Arm("N512_kl", f"BroRL N=512, KL {p.kl_coef:g}", "control", BROAD_N, broad, p.rule_lr(kept), kl_coef=p.kl_coef),
+            label=f"N=512 x {p.prompts} prompts (prompt-matched)",
+            **control(BROAD_N * p.prompts),
+        ),  # fmt: skip
+        Arm("N512_kl", BROAD_N, broad, label=f"BroRL N=512, KL {p.kl_coef:g}", **control(kept), kl_coef=p.kl_coef),
     ]
 
 
 def arm_folder(root: Path, candidate, arm: Arm, seed: int) -> Path:
-    return study.folder(root, candidate) / ARMS / arm.key / f"seed{seed}"
+    return study.folder(root, candidate) / ARMS / arm.name / f"seed{seed}"
 
 
 def arm_settings(s: study.StudySettings, p: Phase2Settings, arm: Arm, seed: int) -> ArmSettings:
-    step = s.step(arm.n)
+    step = s.step(arm.n_rollouts)
     step = type(step)(
         **(asdict(step) | {"max_rounds": 1 if arm.one_round else step.max_rounds, "kl_coef": arm.kl_coef})
     )
     return ArmSettings(
         f"seed {seed} {arm.label}",
         step,
-        arm.prompts,
+        arm.prompts_per_step,
         arm.lr,
         sample_budget=p.budgets[-1],
         eval_every=0,
@@ -187,7 +200,7 @@ def best_factor(root: Path, candidate, p: Phase2Settings, n: int) -> float | Non
     """The IsoCompute learning-rate multiple of N=n best on the validation split at the last budget (first seed);
     None until its whole grid has finished."""
     scores = {}
-    for arm in (a for a in iso_arms(p) if a.n == n):
+    for arm in (a for a in iso_arms(p) if a.n_rollouts == n):
         folder = arm_folder(root, candidate, arm, p.seeds[0])
         if not finished(root, candidate, arm, p.seeds[0]):
             return None
@@ -207,7 +220,7 @@ def plan(s: study.StudySettings, p: Phase2Settings, root: Path) -> list[tuple[Ar
     for seed in p.seeds[1 : p.iso_seeds]:  # seed by seed, so that a run cut short has whole seeds
         for n, f in best.items():
             if f is not None:
-                out.append((next(a for a in iso_arms(p) if a.n == n and a.lr_factor == f), seed))
+                out.append((next(a for a in iso_arms(p) if a.n_rollouts == n and a.lr_factor == f), seed))
     out += [(a, seed) for seed in p.seeds[: p.control_seeds] for a in control_arms(p)]
     return out
 
@@ -235,6 +248,8 @@ def collect(s: study.StudySettings, p: Phase2Settings, root: Path) -> pd.DataFra
     for arm, seed in plan(s, p, root):
         path = arm_folder(root, candidate, arm, seed) / "metrics.csv"
         if path.exists():
-            labels = dict(arm=arm.key, label=arm.label, role=arm.role, N=arm.n, prompts=arm.prompts, lr=arm.lr)
+            labels = dict(
+                arm=arm.name, label=arm.label, role=arm.role, N=arm.n_rollouts, prompts=arm.prompts_per_step, lr=arm.lr
+            )
             frames.append(pd.read_csv(path).assign(**labels, lr_factor=arm.lr_factor, seed=seed))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -235,7 +235,7 @@ def prompt_fate(root: Path, s: study.StudySettings, p: p2.Phase2Settings) -> pd.
             if pick.any():
                 rows.append(
                     {
-                        "arm": arm.key, "label": arm.label, "seed": seed, "q_band": label, "prompts": int(pick.sum()),
+                        "arm": arm.name, "label": arm.label, "seed": seed, "q_band": label, "prompts": int(pick.sum()),
                         "q_before": q0[pick].mean(), "q_after": q1[pick].mean(),
                         "ever_kept": (kept[pick] > 0).mean(),
                         "rescued": ((q0[pick] < LOW_Q_BAND[1]) & (q1[pick] >= LOW_Q_BAND[1])).mean(),

@@ -5,15 +5,13 @@ the warm-started model's prior spreads over all of them."""
 from __future__ import annotations
 
 import torch
-from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
-from brorl_lib.core.validation import check_int, check_positive
+from brorl_lib.models import tiny
+from brorl_lib.models.tiny import IGNORE
 from brorl_lib.rlvr.correct_set import canonical_answers
 from brorl_lib.rlvr.sampling import encode_prompts, positions
 from brorl_lib.rlvr.tasks import LaptopInstance
-
-IGNORE = -100  # label of positions that carry no loss (transformers' convention)
 
 
 def sft_batch(
@@ -38,11 +36,6 @@ def _one_answer(instance: LaptopInstance, gen: torch.Generator) -> str:
     return options[int(torch.randint(len(options), (1,), generator=gen))] if len(options) > 1 else options[0]
 
 
-def sft_loss(model: PreTrainedModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    device = next(model.parameters()).device
-    return model(**{k: v.to(device) for k, v in batch.items()}).loss
-
-
 def train_sft(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerFast,
@@ -53,21 +46,10 @@ def train_sft(
     seed: int,
     progress: bool = False,
 ) -> list[float]:
-    """AdamW on random mini-batches of ``instances``; returns the loss of every step."""
-    check_int("steps", steps, low=1)
-    check_int("batch_size", batch_size, low=1)
-    check_positive("lr", lr)
-    if not instances:
-        raise ValueError("train_sft needs at least one instance")
-    gen = torch.Generator().manual_seed(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr)
-    model.train()
-    losses = []
-    for _ in tqdm(range(steps), desc="warm start", unit="step", disable=not progress):
-        pick = [instances[i] for i in torch.randint(len(instances), (batch_size,), generator=gen).tolist()]
-        loss = sft_loss(model, sft_batch(tokenizer, pick, [_one_answer(i, gen) for i in pick]))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return losses
+    """``tiny.train_sft`` on ``instances``, each picked one trained on a random one of its answers."""
+
+    def batch_of(picked: list[int], gen: torch.Generator) -> dict[str, torch.Tensor]:
+        pick = [instances[i] for i in picked]
+        return sft_batch(tokenizer, pick, [_one_answer(i, gen) for i in pick])
+
+    return tiny.train_sft(model, len(instances), batch_of, steps, batch_size, lr, seed, progress)

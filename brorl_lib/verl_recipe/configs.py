@@ -26,6 +26,7 @@ import yaml
 
 from brorl_lib.core.validation import check_choice, check_int, check_positive
 from brorl_lib.facts import reported as paper
+from brorl_lib.facts.arms import Arm
 from brorl_lib.facts.setup import scaled_learning_rate
 
 # The paper's arms (§4.2.1): rollouts per prompt N and prompts per RL step.
@@ -88,37 +89,17 @@ MAX_CKPT_TO_KEEP = 1
 _SAFE = re.compile(r"^[A-Za-z0-9_./:@+-]*$")
 
 
-@dataclass(frozen=True)
-class Arm:
-    """One arm: ``n_rollouts`` samples per prompt (N), ``prompts_per_step`` prompts per RL step."""
+def arm(name: str, n_rollouts: int, prompts_per_step: int, steps: int, mini_batches: int = PPO_MINI_BATCHES) -> Arm:
+    """One of the paper's arms (``prorl`` or ``brorl``) as the recipe trains it: ``steps`` RL steps,
+    ``mini_batches`` PPO mini-batches a step."""
+    check_choice("arm", name, PAPER_ARMS)
+    check_int(f"{name}_rollouts", n_rollouts, low=2)  # a group baseline needs >= 2 samples
+    return Arm(name, n_rollouts, prompts_per_step, steps, mini_batches)
 
-    name: str  # its folder under recipes/brorl and the run's, e.g. prorl or brorl
-    n_rollouts: int
-    prompts_per_step: int
-    steps: int  # RL steps to train
-    mini_batches: int = PPO_MINI_BATCHES  # PPO mini-batches per step
 
-    def __post_init__(self) -> None:
-        check_choice("arm", self.name, PAPER_ARMS)
-        check_int(f"{self.name}_rollouts", self.n_rollouts, low=2)  # a group baseline needs >= 2 samples
-        check_int(f"{self.name}_prompts_per_step", self.prompts_per_step, low=1)
-        check_int(f"{self.name}_steps", self.steps, low=1)
-        check_int("ppo_mini_batches", self.mini_batches, low=1)
-        if self.prompts_per_step % self.mini_batches:
-            raise ValueError(
-                f"{self.name}_prompts_per_step={self.prompts_per_step} is not allowed: it must be divisible "
-                f"by ppo_mini_batches={self.mini_batches} (the same mini-batch count in both arms)"
-            )
-
-    @property
-    def samples_per_step(self) -> int:
-        """Samples kept per step after dynamic sampling: N x prompts."""
-        return self.n_rollouts * self.prompts_per_step
-
-    @property
-    def mini_batch_prompts(self) -> int:
-        """verl's ``ppo_mini_batch_size``, counted in prompts (verl multiplies it by N)."""
-        return self.prompts_per_step // self.mini_batches
+def mini_batch_prompts(arm: Arm) -> int:
+    """verl's ``ppo_mini_batch_size``, counted in prompts (verl multiplies it by N)."""
+    return arm.prompts_per_step // arm.mini_batches
 
 
 def table1_stops(arm_name: str) -> list[int]:
@@ -216,7 +197,7 @@ def overrides(arm: Arm, base: Arm, cluster: Cluster) -> list[str]:
         "actor_rollout_ref.model.use_remove_padding=true",
         "actor_rollout_ref.model.enable_gradient_checkpointing=true",
         f"actor_rollout_ref.actor.optim.lr={lr!r}",
-        f"actor_rollout_ref.actor.ppo_mini_batch_size={arm.mini_batch_prompts}",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={mini_batch_prompts(arm)}",
         "actor_rollout_ref.actor.use_dynamic_bsz=true",
         f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={TOKENS_PER_GPU}",
         f"actor_rollout_ref.actor.clip_ratio_low={CLIP_LOW}",

@@ -19,8 +19,9 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path, PurePosixPath
 
+from brorl_lib.facts.arms import Arm
 from brorl_lib.verl_recipe import logs
-from brorl_lib.verl_recipe.configs import Arm, segment_stops
+from brorl_lib.verl_recipe.configs import segment_stops
 
 # What every launch sets: verl imports the tokenizer fallback in each of its processes (agent-loop workers
 # build their continuous-token builder from it). Not imported here: importing it patches verl's wiring.

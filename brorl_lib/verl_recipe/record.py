@@ -21,6 +21,7 @@ from pathlib import Path
 
 from brorl_lib.core import atomic
 from brorl_lib.core.paths import REPO_ROOT
+from brorl_lib.facts.arms import Arm
 from brorl_lib.verl_recipe import configs, report, smoke
 from brorl_lib.verl_recipe.cpu import profile
 
@@ -36,10 +37,11 @@ HAND_WRITTEN = (
 EXECUTABLE = tuple(name for name in HAND_WRITTEN if name.endswith(".sh"))
 
 
-def paper_arms() -> dict[str, configs.Arm]:
-    """The paper's arms: N and prompts per step (§4.2.1), steps of the arm's last Table 1 row, 4 mini-batches."""
+def recipe_arms() -> dict[str, Arm]:
+    """The recipe's arms at the paper's scale: N and prompts per step (§4.2.1), steps of the arm's last Table 1 row,
+    4 mini-batches."""
     return {
-        name: configs.Arm(name, n, prompts, report.paper_steps(name))
+        name: configs.arm(name, n, prompts, report.paper_steps(name))
         for name, (n, prompts) in configs.PAPER_ARMS.items()
     }
 
@@ -79,10 +81,10 @@ def record_files() -> dict[str, str]:
     return files
 
 
-def profile_arms() -> dict[str, tuple[configs.Arm, list[str]]]:
+def profile_arms() -> dict[str, tuple[Arm, list[str]]]:
     """Folder of each arm's launch.sh (relative to ``recipes/brorl``) -> the arm it runs and its Hydra overrides,
     for every profile (``PROFILES``), arm by arm."""
-    arms, cluster = paper_arms(), paper_cluster()
+    arms, cluster = recipe_arms(), paper_cluster()
     cpu, smoke_settings = profile.cpu_arms(CPU_SETTINGS.steps), smoke.SmokeSettings()
     out = {}
     for name, arm in arms.items():

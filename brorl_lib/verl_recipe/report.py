@@ -23,6 +23,7 @@ from brorl_lib.core import atomic
 from brorl_lib.core.params import LEARNING_RATE, SEED_MAX, TEMPERATURE, NotebookConfig, param
 from brorl_lib.core.paths import BUILD_DIR, REPO_ROOT
 from brorl_lib.facts import reported as paper
+from brorl_lib.facts.arms import Arm
 from brorl_lib.verl_recipe import configs, data, launch, logs, rewards
 from brorl_lib.verl_recipe.codec import decode_entry
 from brorl_lib.verl_recipe.tasks import DEFAULT_TASKS, FIGURE4_TASKS
@@ -217,9 +218,9 @@ class VerlTrainingConfig(NotebookConfig):
             )
 
     # --- derived settings ---
-    def _all_arms(self) -> dict[str, configs.Arm]:
+    def _all_arms(self) -> dict[str, Arm]:
         return {
-            name: configs.Arm(
+            name: configs.arm(
                 name,
                 getattr(self, f"{name}_rollouts"),
                 getattr(self, f"{name}_prompts_per_step"),
@@ -229,13 +230,13 @@ class VerlTrainingConfig(NotebookConfig):
             for name in configs.PAPER_ARMS
         }
 
-    def arm_specs(self) -> list[configs.Arm]:
+    def arm_specs(self) -> list[Arm]:
         """The selected arms, in the order given."""
         arms = self._all_arms()
         return [arms[a] for a in self.arms]
 
     @property
-    def base_arm(self) -> configs.Arm:
+    def base_arm(self) -> Arm:
         """The arm whose learning rate is ``base_lr`` (ProRL), whether selected or not."""
         return self._all_arms()[configs.BASE_ARM]
 
@@ -411,7 +412,7 @@ def plan_table(cfg: VerlTrainingConfig) -> pd.DataFrame:
                 "prompts_per_step": arm.prompts_per_step,
                 "kept_samples_per_step": arm.samples_per_step,
                 "ppo_mini_batches": arm.mini_batches,
-                "mini_batch_prompts": arm.mini_batch_prompts,
+                "mini_batch_prompts": configs.mini_batch_prompts(arm),
                 "lr": configs.learning_rate(arm, cfg.base_arm, cfg.base_lr),
                 "lr_ratio": configs.learning_rate(arm, cfg.base_arm, 1.0),
                 "steps": arm.steps,

@@ -23,6 +23,7 @@ from pathlib import Path
 from brorl_lib.core.paths import REPO_ROOT
 from brorl_lib.core.validation import check_int
 from brorl_lib.facts import reported as paper
+from brorl_lib.facts.arms import Arm
 from brorl_lib.verl_recipe import configs, launch, logs
 
 RECIPE_DIR = REPO_ROOT / "recipes" / "brorl" / "smoke"
@@ -76,10 +77,10 @@ def overrides(committed: list[str], settings: SmokeSettings = SmokeSettings()) -
     return apply_delta(committed, {k: v for k, (v, _) in delta(settings).items()})
 
 
-def arm(name: str, settings: SmokeSettings = SmokeSettings()) -> configs.Arm:
+def arm(name: str, settings: SmokeSettings = SmokeSettings()) -> Arm:
     """The paper's arm ``name`` (its N and prompts per step) for ``settings.steps`` steps."""
     n, prompts = configs.PAPER_ARMS[name]
-    return configs.Arm(name, n, prompts, settings.steps)
+    return configs.arm(name, n, prompts, settings.steps)
 
 
 def seconds_per_step(arm_dir: Path) -> float:

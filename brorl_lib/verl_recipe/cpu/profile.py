@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from brorl_lib.facts.arms import Arm
 from brorl_lib.verl_recipe import configs
 
 PLUGIN_MODULE = "brorl_lib.verl_recipe.cpu.plugin"
@@ -54,10 +55,10 @@ class CpuSettings:
     run_name: str = RUN_NAME
 
 
-def cpu_arms(steps: int) -> dict[str, configs.Arm]:
+def cpu_arms(steps: int) -> dict[str, Arm]:
     """The CPU arms: the recipe's PPO mini-batch count where the prompts allow it (ProRL), else one (BroRL)."""
     return {
-        name: configs.Arm(
+        name: configs.arm(
             name, n, p, steps, mini_batches=configs.PPO_MINI_BATCHES if p % configs.PPO_MINI_BATCHES == 0 else 1
         )
         for name, (n, p) in CPU_ARMS.items()
@@ -80,7 +81,7 @@ def delta(arm_name: str, settings: CpuSettings) -> dict[str, tuple[str, str]]:
         "sizes": {
             "actor_rollout_ref.rollout.n": str(arm.n_rollouts),
             "data.train_batch_size": str(arm.prompts_per_step),
-            "actor_rollout_ref.actor.ppo_mini_batch_size": str(arm.mini_batch_prompts),
+            "actor_rollout_ref.actor.ppo_mini_batch_size": str(configs.mini_batch_prompts(arm)),
             "actor_rollout_ref.actor.optim.lr": repr(lr),
             "data.max_prompt_length": str(MAX_PROMPT_LENGTH),
             "data.max_response_length": str(MAX_RESPONSE_LENGTH),

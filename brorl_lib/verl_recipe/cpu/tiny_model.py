@@ -22,12 +22,10 @@ from pathlib import Path
 import pandas as pd
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerFast
 
 from brorl_lib.core import atomic
-from brorl_lib.core.validation import check_int, check_positive
-from brorl_lib.models.tiny import TinyModelShape, build_model
+from brorl_lib.models.tiny import IGNORE, TinyModelShape, build_model, train_sft
 
 BOS = "<\uff5cbegin\u2581of\u2581sentence\uff5c>"  # <｜begin▁of▁sentence｜>
 EOS = "<\uff5cend\u2581of\u2581sentence\uff5c>"  # <｜end▁of▁sentence｜>: end of turn, also padding
@@ -48,7 +46,6 @@ CHAT_TEMPLATE = (
 # adds "<|endoftext|>" as its unknown token, "<|im_end|>" then resolves to it, and verl's Qwen builder is
 # built silently on the wrong id instead of failing as it does on the real model.
 SAVED_CONFIG = {"tokenizer_class": "LlamaTokenizerFast", "unk_token": None}
-IGNORE = -100  # transformers' label for positions without loss
 
 
 # Our choice: a model that learns the answer format in a minute on 2 cores (about 0.09M parameters), positions for
@@ -138,9 +135,6 @@ def warm_start(
 
     Our choices: AdamW at ``lr`` on random mini-batches, ``steps`` steps; same seed, same weights.
     """
-    check_int("steps", steps, low=1)
-    check_int("batch_size", batch_size, low=1)
-    check_positive("lr", lr)
     if train.empty:
         raise ValueError("train is empty: the warm start needs training rows")
     tokenizer = build_tokenizer()
@@ -150,15 +144,16 @@ def warm_start(
         for text in prompt_variants(messages, extra):
             prompts.append(prompt_text(tokenizer, [{"role": "user", "content": text}]))
             targets.append(target_text(reward["ground_truth"], extra.get("family", "reasoning_gym")))
-    gen = torch.Generator().manual_seed(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr)
-    model.train()
-    for _ in tqdm(range(steps), desc="warm start", unit="step", disable=not progress):
-        pick = torch.randint(len(prompts), (batch_size,), generator=gen).tolist()
-        loss = model(**sft_batch(tokenizer, [prompts[i] for i in pick], [targets[i] for i in pick])).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    train_sft(
+        model,
+        len(prompts),
+        lambda pick, _gen: sft_batch(tokenizer, [prompts[i] for i in pick], [targets[i] for i in pick]),
+        steps,
+        batch_size,
+        lr,
+        seed,
+        progress,
+    )
     model.eval()
 
     def save(tmp: Path) -> None:
