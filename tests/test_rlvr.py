@@ -194,7 +194,7 @@ def test_concat_pads_each_round_to_the_longest_and_keeps_groups_apart(tok, model
 # --- warm start, verl pieces, one RL step ---
 def test_warm_start_loss_falls(tok, model):
     train, _ = tasks.make_split("spell_backward", 1, 200, 20, seed=0)
-    losses = warm_start.train_sft(model, tok, train, steps=60, batch_size=16, lr=3e-3, seed=0)
+    losses = tiny.train_sft(model, len(train), warm_start.batches(tok, train), steps=60, batch_size=16, lr=3e-3, seed=0)
     assert np.mean(losses[-10:]) < 0.7 * np.mean(losses[:5])
     batch = warm_start.sft_batch(tok, train[:1])
     labelled = batch["labels"][0][batch["labels"][0] != tiny.IGNORE]
@@ -248,7 +248,9 @@ def cycling(instances):
 
 def test_short_rl_run_raises_the_binary_reward(tok, model):
     train, _ = tasks.make_split("spell_backward", 1, 300, 40, seed=0)
-    warm_start.train_sft(model, tok, train, steps=100, batch_size=32, lr=3e-3, seed=0)  # well short of perfect
+    tiny.train_sft(
+        model, len(train), warm_start.batches(tok, train), steps=100, batch_size=32, lr=3e-3, seed=0
+    )  # well short of perfect
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(1)
     settings = StepSettings(n_rollouts=16, max_new_tokens=8)  # max_rounds=1: no refill

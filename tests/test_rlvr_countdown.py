@@ -41,7 +41,7 @@ def split():
 def warm(tok, split):
     """A model warm-started briefly on countdown with 3 numbers: its q is far from 0 and 1."""
     model = tiny.build_model(candidates.shape(64, 2), tok, seed=0)
-    warm_start.train_sft(model, tok, split[0], steps=120, batch_size=32, lr=3e-3, seed=0)
+    tiny.train_sft(model, len(split[0]), warm_start.batches(tok, split[0]), steps=120, batch_size=32, lr=3e-3, seed=0)
     return model.eval()
 
 

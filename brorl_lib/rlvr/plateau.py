@@ -41,7 +41,9 @@ def warm_start_model(shape: tiny.TinyModelShape, train: list[LaptopInstance], st
     if not (folder / "model.safetensors").exists():  # weights are not committed: a clone trains it again, same bytes
         tok = build_tokenizer()
         model = tiny.build_model(shape, tok, seed).to(device)
-        losses = warm_start.train_sft(model, tok, train, steps, WARM_START_BATCH, lr, seed, progress)
+        losses = tiny.train_sft(
+            model, len(train), warm_start.batches(tok, train), steps, WARM_START_BATCH, lr, seed, progress
+        )
 
         def fill(tmp: Path) -> None:
             tiny.save(model, tok, tmp)

@@ -4,10 +4,11 @@ the warm-started model's prior spreads over all of them."""
 
 from __future__ import annotations
 
-import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerFast
+from collections.abc import Callable
 
-from brorl_lib.models import tiny
+import torch
+from transformers import PreTrainedTokenizerFast
+
 from brorl_lib.models.tiny import IGNORE
 from brorl_lib.rlvr.correct_set import canonical_answers
 from brorl_lib.rlvr.sampling import encode_prompts, positions
@@ -36,20 +37,13 @@ def _one_answer(instance: LaptopInstance, gen: torch.Generator) -> str:
     return options[int(torch.randint(len(options), (1,), generator=gen))] if len(options) > 1 else options[0]
 
 
-def train_sft(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerFast,
-    instances: list[LaptopInstance],
-    steps: int,
-    batch_size: int,
-    lr: float,
-    seed: int,
-    progress: bool = False,
-) -> list[float]:
-    """``tiny.train_sft`` on ``instances``, each picked one trained on a random one of its answers."""
+def batches(
+    tokenizer: PreTrainedTokenizerFast, instances: list[LaptopInstance]
+) -> Callable[[list[int], torch.Generator], dict[str, torch.Tensor]]:
+    """``tiny.train_sft``'s batches from ``instances``: each picked one trained on a random one of its answers."""
 
     def batch_of(picked: list[int], gen: torch.Generator) -> dict[str, torch.Tensor]:
         pick = [instances[i] for i in picked]
         return sft_batch(tokenizer, pick, [_one_answer(i, gen) for i in pick])
 
-    return tiny.train_sft(model, len(instances), batch_of, steps, batch_size, lr, seed, progress)
+    return batch_of
