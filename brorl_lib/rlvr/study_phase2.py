@@ -134,7 +134,7 @@ def control_arms(p: Phase2Settings) -> list[Arm]:
             p.prompts,
             label=f"N=512 x {p.prompts} prompts (prompt-matched)",
             **control(BROAD_N * p.prompts),
-        ),  # fmt: skip
+        ),
         Arm("N512_kl", BROAD_N, broad, label=f"BroRL N=512, KL {p.kl_coef:g}", **control(kept), kl_coef=p.kl_coef),
     ]
 
