@@ -33,6 +33,7 @@ from brorl_lib.core import atomic
 from brorl_lib.core.validation import check_choice, check_int, check_positive, check_range
 from brorl_lib.facts import arms
 from brorl_lib.facts.protocol import SamplingParams
+from brorl_lib.facts.setup import scaled_learning_rate
 from brorl_lib.models import tiny
 from brorl_lib.rlvr import exact_q, plateau, tasks
 from brorl_lib.rlvr.candidates import Candidate
@@ -364,7 +365,6 @@ def update_quality_stage(
     ``extra``: name -> (checkpoint, training prompts, measured prompts per task, learning rate of S samples)),
     saved under ``update_quality/``; the learning rate of an update of S samples is phase 1's by the square-root
     rule; returns the raw rows (of those checkpoints and ``extra``)."""
-    import math
 
     from brorl_lib.rlvr import update_quality as uq
 
@@ -374,7 +374,7 @@ def update_quality_stage(
     measured = [train[i] for i in sorted(rng.choice(len(train), quality.measured_prompts, replace=False))]
 
     def lr_of(s: int) -> float:
-        return settings.base_lr * math.sqrt(s / (BASE_N * settings.phase1_prompts))
+        return scaled_learning_rate(settings.base_lr, BASE_N * settings.phase1_prompts, s)
 
     found = quality_checkpoints(settings, root)
     name_of = {name.split("-")[0]: name for name in found}  # "plateau-step390" -> stage "plateau"
@@ -441,7 +441,6 @@ def previous_plateau(measured_prompts: int, runs: Path = PREVIOUS_RUNS) -> dict:
     """The earlier design's committed plateau checkpoint as one more update-quality point, read from its own
     records: its chosen candidate's tasks, its training split, and its phase 1's learning rate and prompts for
     the square-root rule; ``measured_prompts`` seeded training prompts per task."""
-    import math
 
     runs = in_repository(runs)
     shared = json.loads((runs / "settings.json").read_text())
@@ -461,6 +460,6 @@ def previous_plateau(measured_prompts: int, runs: Path = PREVIOUS_RUNS) -> dict:
         measured[task] = [part[i] for i in sorted(rng.choice(len(part), measured_prompts, replace=False))]
 
     def lr_of(s: int) -> float:
-        return arm["lr"] * math.sqrt(s / (BASE_N * arm["prompts_per_step"]))
+        return scaled_learning_rate(arm["lr"], BASE_N * arm["prompts_per_step"], s)
 
     return {PREVIOUS_NAME: (phase1 / CHECKPOINT, train, measured, lr_of)}

@@ -17,7 +17,6 @@ record every training prompt's exact q (``q_train_end.npy``): the per-prompt fat
 from __future__ import annotations
 
 import json
-import math
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ import torch
 from brorl_lib.core.validation import check_int, check_int_list, check_positive
 from brorl_lib.facts import arms
 from brorl_lib.facts.arms import Arm
+from brorl_lib.facts.setup import scaled_learning_rate
 from brorl_lib.models import tiny
 from brorl_lib.rlvr import study
 from brorl_lib.rlvr.run import CHECKPOINT, DONE, ArmSettings, run_arm, save_array
@@ -87,7 +87,7 @@ class Phase2Settings:
 
     def rule_lr(self, samples_per_step: int) -> float:
         """Paper §4.2.1: eta0 * sqrt(samples per step / ProRL's), ProRL's being 16 x P."""
-        return self.base_lr * math.sqrt(samples_per_step / (study.BASE_N * self.prompts))
+        return scaled_learning_rate(self.base_lr, study.BASE_N * self.prompts, samples_per_step)
 
 
 def verdict_arms(p: Phase2Settings) -> list[Arm]:
