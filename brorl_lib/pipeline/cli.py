@@ -10,29 +10,33 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from brorl_lib.core import variants
-from brorl_lib.core.artifacts import changes_text
 from brorl_lib.core.paths import BUILD_DIR, FIGURES_DIR
-from brorl_lib.core.profiles import available_profiles, parse_override, plan_run
+from brorl_lib.core.profiles import available_profiles, load_profile, parse_override, plan_run
 from brorl_lib.core.registry import NOTEBOOKS, get_notebook
-from brorl_lib.figures import layout, styles
-from brorl_lib.pipeline import manifest
-from brorl_lib.pipeline.runner import (
-    Look,
-    NotebookFailed,
-    RunResult,
-    check_look,
-    refresh_notebook,
-    run_notebook,
-    set_aside_damaged_manifest,
-    write_parameters_cell,
-)
+from brorl_lib.pipeline import destination
+
+if TYPE_CHECKING:
+    from brorl_lib.pipeline.runner import RunResult
+
+# matplotlib, nbformat and the notebooks' own modules load only where a command needs them (inside the
+# functions below), so that a command's argument errors print at once.
 
 LAYOUT_REPORT = BUILD_DIR / "layout-check.jsonl"  # where the test suite's notebook runs report
 
 
-def _parser() -> argparse.ArgumentParser:
+def _style_presets(with_help: bool) -> str:
+    """The preset styles and what each is for, for --style's help (only when help is asked for: reading them
+    loads matplotlib)."""
+    if not with_help:
+        return "see --help"
+    from brorl_lib.figures import styles
+
+    return "; ".join(f"{k}: {v.description}" for k, v in styles.PRESETS.items())
+
+
+def _parser(with_help: bool = True) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m brorl_lib", description=__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="the notebooks, in run order")
@@ -46,13 +50,19 @@ def _parser() -> argparse.ArgumentParser:
 
     def add_run_args(p: argparse.ArgumentParser, default_profile: str) -> None:
         p.add_argument("--profile", default=default_profile, help=f"params/<profile>.yaml (default {default_profile})")
-        p.add_argument("--out", type=Path, default=FIGURES_DIR, help="artifact folder (default figures/)")
+        p.add_argument(
+            "--out",
+            type=Path,
+            help=f"artifact folder; default: figures/ for the {destination.FIGURES_PROFILE} profile's exact "
+            f"parameters (the committed files), else a folder of its own under build/{destination.RUNS_DIR}/ "
+            "(named in the output); --out figures replaces the committed files with another run's",
+        )
         p.add_argument("--force", action="store_true", help="run even if inputs are unchanged")
         p.add_argument("--quiet", action="store_true", help="do not stream cell output")
         p.add_argument(
             "--style",
             help="re-draw the figures in another style: a preset ("
-            + "; ".join(f"{k}: {v.description}" for k, v in styles.PRESETS.items())
+            + _style_presets(with_help)
             + ") or the path of your own .mplstyle file; needs --out DIR (never figures/); see docs/figures.md",
         )
         p.add_argument("--svg", action="store_true", help="also write each figure as SVG (needs --out DIR)")
@@ -81,12 +91,14 @@ def _parser() -> argparse.ArgumentParser:
         help="run every notebook in order (skipping those verified here with unchanged inputs); each run says "
         "whether it wrote the same bytes as the files it replaced; rebuilds a damaged manifest",
     )
-    add_run_args(reproduce, "paper")
+    add_run_args(reproduce, destination.FIGURES_PROFILE)
 
     status = sub.add_parser(
         "status",
-        help="list artifacts whose inputs changed since they were made, and files no notebook made "
-        "(exit 1 if the manifest is missing beside artifacts, 2 if it is unreadable)",
+        help="check every artifact's bytes against the SHA-256 its manifest records, list artifacts whose inputs "
+        "changed since they were made and files no notebook made (exit 1 if a file is missing or its bytes differ, "
+        f"if figures/ holds files made with other parameters than the {destination.FIGURES_PROFILE} profile's, or "
+        "if the manifest is missing beside artifacts; 2 if it is unreadable)",
     )
     status.add_argument("--out", type=Path, default=FIGURES_DIR)
     status.add_argument("--check", action="store_true", help="exit 1 if any artifact is stale or not recorded")
@@ -112,6 +124,8 @@ def _cmd_list() -> int:
 
 
 def _cmd_params(names: list[str], write: bool) -> int:
+    from brorl_lib.pipeline.runner import write_parameters_cell
+
     for spec in [get_notebook(n) for n in names or [nb.name for nb in NOTEBOOKS]]:
         cell = spec.config_class().parameters_cell()
         if write:
@@ -138,27 +152,57 @@ def _verdict(result: RunResult) -> str:
     return "; ".join(parts)
 
 
+def _out_folder(args, plans: list, overrides: dict[str, object]) -> Path:
+    """Where this run writes (``destination.choose`` unless ``--out`` names a folder), said on the terminal."""
+    if args.out is not None:
+        if destination.is_figures(args.out) and not all(destination.is_committed_run(p) for p in plans):
+            print(
+                f"warning: --out figures: replacing committed files with a run of other parameters than the "
+                f"{destination.FIGURES_PROFILE} profile's; `python -m brorl_lib status` will list them until they "
+                "are restored (git checkout -- figures/) or re-made (python -m brorl_lib reproduce)",
+                file=sys.stderr,
+                flush=True,
+            )
+        return args.out
+    out = destination.choose(plans, args.profile, overrides)
+    if not destination.is_figures(out):
+        print(
+            f"artifacts go to {destination.shown(out)}/: not the {destination.FIGURES_PROFILE} profile's parameters, "
+            "so the committed figures/ stays as it is (--out DIR to choose the folder)",
+            flush=True,
+        )
+    return out
+
+
 def _run(names: list[str], args, pairs: list[tuple[str, str]], rebuild_manifest: bool = False) -> int:
-    """Run the named notebooks; ``rebuild_manifest`` (reproduce: every notebook) sets a damaged manifest aside."""
+    """Run the named notebooks; ``rebuild_manifest`` (reproduce: every notebook) sets a damaged manifest aside.
+    Every name, value and option is checked before the figure and notebook machinery loads."""
     if pairs and len(names) != 1:
         raise ValueError("-p/--parameter applies to one notebook; name exactly one")
+    overrides = dict(parse_override(get_notebook(names[0]), k, v) for k, v in pairs)
+    plans = [plan_run(get_notebook(n), args.profile, overrides) for n in names]  # all checks first
+    from brorl_lib.core import variants
+    from brorl_lib.core.artifacts import changes_text
+    from brorl_lib.figures import styles
+    from brorl_lib.pipeline import manifest
+    from brorl_lib.pipeline.runner import Look, check_look, run_notebook, set_aside_damaged_manifest
+
     look = Look(
         styles.resolve(args.style, "--style") if args.style is not None else styles.PAPER,
         styles.check_formats(["svg"] if args.svg else []),
         stamp=not args.no_stamp,
     )
     flag = "--style" if args.style is not None else "--svg" if args.svg else "--no-stamp"
-    check_look(look, args.out, flag)
-    overrides = dict(parse_override(get_notebook(names[0]), k, v) for k, v in pairs)
-    plans = [plan_run(get_notebook(n), args.profile, overrides) for n in names]  # all checks first
+    check_look(look, args.out if args.out is not None else FIGURES_DIR, flag)
+    out = _out_folder(args, plans, overrides)
     try:
-        manifest.load(args.out)
+        manifest.load(out)
     except manifest.ManifestError as err:
         if not rebuild_manifest:
             raise manifest.ManifestError(
                 f"{err} (`run` does not rebuild it: the other notebooks' files would go unrecorded)"
             ) from None
-        kept = set_aside_damaged_manifest(args.out)
+        kept = set_aside_damaged_manifest(out)
         problem = str(err).split("; ")[0]
         print(f"warning: {problem}; moved it to {manifest.shown(kept)}; rebuilding it from this run", file=sys.stderr)
     results = []
@@ -173,7 +217,7 @@ def _run(names: list[str], args, pairs: list[tuple[str, str]], rebuild_manifest:
             )
         if not look.is_default:
             print(f"[{i}/{len(plans)}] figures in style {look.style.label} as {', '.join(look.formats)}", flush=True)
-        result = run_notebook(plan, args.out, force=args.force, log_output=not args.quiet, look=look)
+        result = run_notebook(plan, out, force=args.force, log_output=not args.quiet, look=look)
         results.append(result)
         if result.status == "skipped":
             verb = f"inputs unchanged since its last run here, skipped; {len(result.files)} files"
@@ -187,10 +231,16 @@ def _run(names: list[str], args, pairs: list[tuple[str, str]], rebuild_manifest:
             f"{len(results) - len(ran)} skipped (inputs unchanged); run log: build/run-log.jsonl",
             flush=True,
         )
+    print(f"artifacts: {destination.shown(out)}/ (manifest: {destination.shown(manifest.path_of(out))})", flush=True)
     return 0
 
 
 def _cmd_status(out: Path, check: bool) -> int:
+    """Exit 1 if a file's bytes differ from its recorded SHA-256 (or it is missing), if figures/ holds files made
+    with other parameters than its profile's, or if the manifest is missing beside artifacts; with ``check``, also
+    if an artifact is stale or a file not recorded."""
+    from brorl_lib.pipeline import manifest
+
     if not manifest.exists(out):
         stray = manifest.unrecorded(out, {"artifacts": {}})
         for name in stray:
@@ -205,19 +255,38 @@ def _cmd_status(out: Path, check: bool) -> int:
         return 0
     recorded = manifest.load(out)  # names the file if it is unreadable
     problems = manifest.stale(out)
+    damaged = [(name, reason) for name, reason in problems if reason in (manifest.MISSING, manifest.EDITED)]
+    otherwise = manifest.made_otherwise(recorded, destination.FIGURES_PROFILE) if destination.is_figures(out) else []
     stray = manifest.unrecorded(out, recorded)
     for name, reason in problems:
-        print(f"STALE  {name}: {reason}")
+        if reason == manifest.EDITED:
+            print(f"CHANGED  {name}: its bytes differ from the SHA-256 in {manifest.MANIFEST_FILE}")
+        elif reason == manifest.MISSING:
+            print(f"MISSING  {name}: recorded in {manifest.MANIFEST_FILE}, not in {out}")
+        else:
+            print(f"STALE  {name}: {reason}")
+    for name, how in otherwise:
+        print(f"NOT COMMITTED PROFILE  {name}: {how}, not the {destination.FIGURES_PROFILE} profile figures/ holds")
     for name in stray:
         print(f"NOT RECORDED  {name}: no notebook made it (it is not in {manifest.MANIFEST_FILE})")
     total = len(recorded["artifacts"])
     summary = f"{total - len(problems)} of {total} artifacts in {out} are current"
     print(summary + (f"; {len(stray)} other files are not recorded" if stray else ""))
+    if damaged or otherwise:
+        print(
+            f"{len(damaged)} files differ from what {manifest.MANIFEST_FILE} records or are missing, {len(otherwise)} "
+            f"were made with other parameters than the {destination.FIGURES_PROFILE} profile's: "
+            f"restore them (git checkout -- {manifest.shown(out)}) or re-make them (python -m brorl_lib reproduce)"
+        )
+        return 1
     return 1 if (check and (problems or stray)) else 0
 
 
 def _reproduce(args) -> int:
     """Every notebook, each figure's layout checked in every preset (a finding stops the run)."""
+    load_profile(args.profile)  # an unknown profile is named before matplotlib loads
+    from brorl_lib.figures import layout
+
     before = os.environ.get(layout.CHECK_ENV)
     os.environ[layout.CHECK_ENV] = "1"  # the kernels inherit it
     try:
@@ -231,9 +300,11 @@ def _reproduce(args) -> int:
 
 def _cmd_layout_report(path: Path) -> int:
     """Figures checked and findings per style, from a layout-check report; 1 on a finding or no report."""
+    from brorl_lib.figures import layout
+
     if not path.is_file():
         where = f"runs write one where {layout.REPORT_ENV} points"
-        print(f"error: no layout-check report at {manifest.shown(path)} ({where})", file=sys.stderr)
+        print(f"error: no layout-check report at {destination.shown(path)} ({where})", file=sys.stderr)
         return 1
     counts, findings = layout.summary(path)
     for style, (checked, found) in sorted(counts.items()):
@@ -259,7 +330,7 @@ def _take_parameters(argv: list[str]) -> tuple[list[str], list[tuple[str, str]]]
 
 def main(argv: list[str] | None = None) -> int:
     rest, pairs = _take_parameters(list(sys.argv[1:] if argv is None else argv))
-    parser = _parser()
+    parser = _parser(with_help=bool({"-h", "--help"} & set(rest)))
     args = parser.parse_args(rest)
     if pairs and args.command != "run":
         parser.error("-p/--parameter applies to `run` only")
@@ -277,12 +348,21 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_layout_report(args.path)
         if args.command == "status":
             return _cmd_status(args.out, args.check)
+        from brorl_lib.pipeline.runner import refresh_notebook
+
         names = args.names or [nb.name for nb in NOTEBOOKS]
         for spec in [get_notebook(n) for n in names]:
             given = plan_run(spec, spec.committed_profile).parameters if spec.committed_profile != "quick" else {}
             print(f"refreshing {spec.path.name} ({spec.committed_profile} profile)", flush=True)
             refresh_notebook(spec.path, parameters=json.loads(json.dumps(given)))
         return 0
-    except (ValueError, NotebookFailed) as err:
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except RuntimeError as err:
+        from brorl_lib.pipeline.runner import NotebookFailed  # loaded already when a notebook ran
+
+        if not isinstance(err, NotebookFailed):
+            raise
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -8,12 +8,13 @@ time, host, commit) go to the uncommitted run log (``pipeline.run_log``).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from brorl_lib.core import atomic
+from brorl_lib.core.artifacts import changes_text
 from brorl_lib.core.paths import FIGURES_DIR
 from brorl_lib.core.registry import get_notebook
+from brorl_lib.pipeline.destination import shown
 from brorl_lib.pipeline.hashing import input_hashes, sha256_file
 
 MANIFEST_FILE = "MANIFEST.json"
@@ -30,12 +31,6 @@ class ManifestError(ValueError):
 
 def path_of(out_dir: Path) -> Path:
     return Path(out_dir) / MANIFEST_FILE
-
-
-def shown(path: Path) -> str:
-    """``path`` as a user would type it here: relative to the working folder when inside it."""
-    rel = os.path.relpath(Path(path).resolve())
-    return rel if not rel.startswith("..") else str(path)
 
 
 def fix_hint(out_dir: Path) -> str:
@@ -117,14 +112,32 @@ def replace_notebook(manifest: dict, notebook: str, entries: dict[str, dict]) ->
     return [f for f in old if f not in entries]
 
 
+MISSING = "file is missing"
+EDITED = "file was changed after it was made"  # its bytes differ from the SHA-256 recorded for it
+
+
 def file_problem(out_dir: Path, name: str, entry: dict) -> str | None:
-    """Why artifact file ``name`` no longer is what the manifest recorded, or None if it is."""
+    """Why artifact file ``name`` no longer is what the manifest recorded (``MISSING``, ``EDITED``), or None."""
     path = Path(out_dir) / name
     if not path.exists():
-        return "file is missing"
+        return MISSING
     if sha256_file(path) != entry["sha256"]:
-        return "file was changed after it was made"
+        return EDITED
     return None
+
+
+def made_otherwise(manifest: dict, profile: str) -> list[tuple[str, str]]:
+    """(file, how it was made) for every entry made with another profile than ``profile``, or as a variant of it
+    (a changed parameter; an artifact whose numbers the parameters do not touch, a reported one, records none)."""
+    found = []
+    for name, entry in sorted(manifest["artifacts"].items()):
+        made_with = entry.get("profile")
+        if made_with != profile:
+            found.append((name, f"made with the {made_with} profile"))
+        elif isinstance(entry.get("variant"), dict):
+            changed = changes_text(entry["variant"].get("changed", {}))
+            found.append((name, f"made with the {profile} profile changed ({changed})"))
+    return found
 
 
 def stale(out_dir: Path) -> list[tuple[str, str]]:
