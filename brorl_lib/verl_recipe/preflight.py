@@ -27,7 +27,7 @@ import yaml
 
 from brorl_lib.core.paths import REPO_ROOT
 from brorl_lib.models.qwen2 import parameter_count
-from brorl_lib.verl_recipe import configs, data
+from brorl_lib.verl_recipe import configs, data, gpu_install
 
 COMMAND = "python -m brorl_lib.verl_recipe.preflight"
 RECIPES_DIR = REPO_ROOT / "recipes" / "brorl"
@@ -40,7 +40,7 @@ PACKAGES = dict(
     flash_attn="flash-attn", vllm="vllm", ray="ray", transfer_queue="TransferQueue", verl="verl", torch="torch"
 )
 VERL_EXTRAS = ("vllm", "flash-attn-cu130torch211")  # verl's extras behind [gpu] (flash-attn: via its fsdp extra)
-GPU_INSTALL = 'pip install -e ".[gpu]"'
+GPU_INSTALL = f"{gpu_install.COMMANDS[1]}, then {gpu_install.COMMANDS[2]} (Python {gpu_install.PYTHON})"
 STORAGE_KEY = "transfer_queue.backend.SimpleStorage.total_storage_size"
 RMPAD_KEY, ATTN_KEY = (
     "actor_rollout_ref.model.use_remove_padding",
@@ -361,16 +361,24 @@ def check_ray(nnodes: int, gpus_per_node: int, address_file: Path = RAY_ADDRESS_
     return Result("ray", True, detail)
 
 
-def check_gpu(gpus_per_node: int, device: str = "cuda") -> Result:
-    """This node's CUDA GPUs against trainer.n_gpus_per_node (none needed with trainer.device=cpu)."""
-    import torch
-
+def check_gpu(gpus_per_node: int, device: str = "cuda", node: gpu_install.NodeGpus | None = None) -> Result:
+    """This node's CUDA GPUs against trainer.n_gpus_per_node (none needed with trainer.device=cpu), with the NVIDIA
+    driver's version against the minimum of the CUDA 13.0 wheels, and why when torch sees too few GPUs."""
     if device == "cpu":
         return Result("gpu", True, "trainer.device=cpu: no GPU needed")
-    found = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    detail = f"this node has {found} CUDA GPU(s), trainer.n_gpus_per_node={gpus_per_node}"
-    if found < gpus_per_node:
-        return _fail("gpu", detail, "run on a GPU node of the cluster, or lower trainer.n_gpus_per_node")
+    node = node or gpu_install.node_gpus()
+    driver = node.driver or f"none ({node.driver_note})"
+    detail = (
+        f"this node has {node.count} CUDA GPU(s), trainer.n_gpus_per_node={gpus_per_node}; NVIDIA driver {driver}, "
+        f"the CUDA 13.0 wheels need >= {gpu_install.MIN_DRIVER}; torch {node.torch_version}"
+    )
+    if node.count < gpus_per_node:
+        why = gpu_install.why_too_few(node, gpus_per_node)
+        return _fail(
+            "gpu", f"{detail}; why: {why}", "run on a GPU node of the cluster, or lower trainer.n_gpus_per_node"
+        )
+    if node.driver is not None and not gpu_install.driver_ok(node.driver):
+        return _fail("gpu", detail, f"update the NVIDIA driver to >= {gpu_install.MIN_DRIVER}")
     return Result("gpu", True, detail)
 
 
