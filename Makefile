@@ -155,8 +155,12 @@ notebooks: $(STAMP)
 status: $(STAMP)
 	$(BIN)/python -m brorl_lib status
 
+## JupyterLab on notebooks/: prints the URL with its token first; opens no browser where none can open (no display,
+## an SSH session; LAB_ARGS=--no-browser to ask); runs as root too. LAB_PORT=8890 for another port; from another
+## computer, an SSH tunnel (docs/pipeline.md).
+LAB_PORT ?= 8888
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks
+	$(BIN)/python -m brorl_lib.pipeline.lab --port $(LAB_PORT) $(LAB_ARGS)
 
 ## Rewrite requirements.lock from the current environment.
 lock: $(STAMP)

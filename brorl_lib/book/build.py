@@ -5,10 +5,10 @@ repository's own layout, so relative links between the README, ``docs/`` and ``n
 in a clone: the README is the front page, every ``docs/*.md`` page and every notebook is a page, a Markdown file
 they link to elsewhere in the repository becomes a page too, any other file they link to is copied so that the
 link downloads it, and ``figures/MANIFEST.json`` becomes the gallery page (``book.gallery``). The notebooks
-are shown with their committed outputs, never re-executed, presented by ``book.pages``; the front page ends
-with the results at a glance (``book.glance``). Sphinx (configuration: ``book/conf.py``) then writes the site to
-``build/book/html/`` with warnings as errors, so a broken link, a missing image or a missing anchor fails the
-build.
+are shown with their committed outputs, never re-executed, presented by ``book.pages``; the front page shows
+the results at a glance (``book.glance``) where the README has them. Sphinx (configuration: ``book/conf.py``)
+then writes the site to ``build/book/html/`` with warnings as errors, so a broken link, a missing image or a
+missing anchor fails the build.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import nbformat
 from brorl_lib.book import pages
 from brorl_lib.book.gallery import artifacts_by_notebook, gallery_markdown, picture_of
 from brorl_lib.book.glance import glance_markdown
+from brorl_lib.book.readme import README, with_block
 from brorl_lib.core.paths import BUILD_DIR, FIGURES_DIR, NOTEBOOKS_DIR, REPO_ROOT
 from brorl_lib.pipeline import manifest, screenshots
 
@@ -130,11 +131,13 @@ class _Stager:
         parts.append(prose(text[last:]))
         return "".join(parts)
 
-    def stage_page(self, page: Path, extra: str = "") -> None:
+    def stage_page(self, page: Path, text: str | None = None) -> None:
+        """Stage ``page`` (its ``text`` instead of the file's, when given) with its links rewritten."""
         self.pages.append(page)
         dest = self.staged_path(page)
         dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_text(self.rewrite(page.read_text(encoding="utf-8"), page) + extra, encoding="utf-8")
+        text = page.read_text(encoding="utf-8") if text is None else text
+        dest.write_text(self.rewrite(text, page), encoding="utf-8")
 
     def stage_notebook(self, path: Path, recorded: dict) -> None:
         """Stage the committed notebook ``path`` as a page (``book.pages``), the manifest ``recorded`` telling
@@ -199,7 +202,7 @@ def stage(src: Path) -> _Stager:
         stager.stage_page(page)
     (src / GALLERY).write_text(gallery_markdown(recorded, FIGURES_DIR), encoding="utf-8")
     glance = glance_markdown(recorded, FIGURES_DIR, Path(GALLERY).stem)
-    stager.stage_page(REPO_ROOT / "README.md", extra="\n\n" + glance)
+    stager.stage_page(README, text=with_block(readme, glance))  # the book's rendering, where the README has it
     more = stager.drain()
 
     def names(paths: list[Path]) -> list[str]:

@@ -1,12 +1,18 @@
-"""Results at a glance: the book's front-page table of the paper's claims, each with the verdict computed from the
-committed artifacts' CSV files in ``figures/``, the artifact's provenance class and a link to its gallery card.
+"""Results at a glance: the table of the paper's claims, each with the verdict computed from the committed
+artifacts' CSV files in ``figures/``, the caveat it is stated under, the artifact's provenance class and a link to
+its figure.
 
-Every column a verdict reads is named in ``COLUMNS``; a missing file or column makes its row say so.
+One source, two renderings: ``glance_markdown`` (MyST, the book's front page, linking gallery cards) and
+``readme_markdown`` (GitHub Markdown, the README's block, linking the files; ``book.readme`` writes and checks it).
+A caveat is the claim's fixed conditions and, where the committed files hold more (notebook 04's plateau gates), what
+they say. Every column a verdict or caveat reads is named in ``COLUMNS``; a missing file or column makes its row
+say so.
 """
 
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +48,15 @@ COLUMNS = {  # artifact -> role -> the CSV column a verdict reads
         "p": "p_value",
         "sign_flip": "sign_flip_p_two_sided",
         "direction": "direction",
+    },
+    "laptop_rlvr_plateau": {
+        "candidate": "candidate",
+        "pass1": "pass1",
+        "low_q": "low_q_share_exact",
+        "kept": "kept_fraction",
+        "gate_pass1": "gate_pass1",
+        "gate_low_q": "gate_low_q",
+        "gate_kept": "gate_kept",
     },
     "verl_plan": {
         "arm": "arm",
@@ -132,6 +147,23 @@ def laptop(rows: Rows) -> str:
     return "; ".join(said) or "no comparison at the largest budget"
 
 
+def gates(rows: Rows) -> str:
+    """Notebook 04's plateau gates: whether its chosen candidate reached the regime the paper's argument needs."""
+    r = _records(rows, "laptop_rlvr_plateau")[0]
+    measured = {
+        "pass1": f"pass@1 {_num(r['pass1']):.3f} in its band",
+        "low_q": f"low-q share {_num(r['low_q']):.3f}",
+        "kept": f"kept fraction {_num(r['kept']):.2f}",
+    }
+    failed = [text for key, text in measured.items() if r[f"gate_{key}"].strip().lower() != "true"]
+    if not failed:
+        return f"{r['candidate']} passed every gate at its plateau ({', '.join(measured.values())})"
+    return (
+        f"{r['candidate']} failed the gate on {', '.join(failed)} at its plateau: the regime the paper's argument "
+        "needs was not reached"
+    )
+
+
 def plan(rows: Rows) -> str:
     """Notebook 05's estimated time of each arm on the cluster."""
     records = _records(rows, "verl_plan")
@@ -151,6 +183,8 @@ class Claim:
     table: str  # the artifact whose CSV the verdict reads
     figure: str  # the artifact the row links to
     verdict: Callable[[Rows], str]
+    caveat: str  # the conditions the verdict holds under, in words
+    conditions: tuple[str, Callable[[Rows], str]] | None = None  # an artifact whose CSV adds to the caveat
 
 
 CLAIMS = (
@@ -160,6 +194,7 @@ CLAIMS = (
         "theory_theorem1_errors",
         "theory_theorem1_check",
         theorem1,
+        "one update in the paper's setting, checked on random batches; it says nothing about training",
     ),
     Claim(
         "02_simulator",
@@ -167,6 +202,7 @@ CLAIMS = (
         "fig3_final",
         "fig3_simulator",
         figure3,
+        "the paper's token-level simulator (§4.1) at its scale, not a language model",
     ),
     Claim(
         "03_paper_tables",
@@ -174,6 +210,7 @@ CLAIMS = (
         "paper_average_checks",
         "paper_average_checks",
         averages,
+        "arithmetic on the numbers the paper reports; nothing is trained again",
     ),
     Claim(
         "04_laptop_rlvr",
@@ -181,6 +218,8 @@ CLAIMS = (
         "laptop_rlvr_verdict",
         "fig1_laptop_rlvr",
         laptop,
+        "a tiny model on one task (countdown) at laptop scale",
+        ("laptop_rlvr_plateau", gates),
     ),
     Claim(
         "05_verl_training",
@@ -188,13 +227,14 @@ CLAIMS = (
         "verl_plan",
         "verl_plan",
         plan,
+        "a plan from the paper's Table 1 on 64 H100s, not a run; the recipe's CPU run is a test of the harness",
     ),
 )
 
 
-def verdict_of(claim: Claim, figures: Path) -> str:
-    """The claim's verdict from ``figures``/<table>.csv, or why there is none."""
-    path = figures / f"{claim.table}.csv"
+def _read(artifact: str, figures: Path, read: Callable[[Rows], str], quote: Callable[[str], str]) -> str:
+    """What ``read`` says of ``figures``/<artifact>.csv (quoted for Markdown by ``quote``), or why it says nothing."""
+    path = figures / f"{artifact}.csv"
     if not path.is_file():
         return f"`figures/{path.name}` is absent: `make reproduce` makes it"
     with open(path, newline="", encoding="utf-8") as fh:
@@ -202,33 +242,96 @@ def verdict_of(claim: Claim, figures: Path) -> str:
     if not rows:
         return f"`figures/{path.name}` has no rows"
     try:
-        return escape(claim.verdict(rows))
+        return quote(read(rows))
     except Missing as err:
         return str(err)
     except (ValueError, IndexError) as err:
-        return f"`figures/{path.name}` cannot be read as expected ({escape(str(err))})"
+        return f"`figures/{path.name}` cannot be read as expected ({quote(str(err))})"
+
+
+def verdict_of(claim: Claim, figures: Path, quote: Callable[[str], str] = escape) -> str:
+    """The claim's verdict from ``figures``/<table>.csv, or why there is none."""
+    return _read(claim.table, figures, claim.verdict, quote)
+
+
+def caveat_of(claim: Claim, figures: Path, quote: Callable[[str], str] = escape) -> str:
+    """The claim's caveat: its fixed conditions, then what its ``conditions`` artifact says."""
+    if claim.conditions is None:
+        return quote(claim.caveat)
+    artifact, read = claim.conditions
+    return f"{quote(claim.caveat)}; {_read(artifact, figures, read, quote)}"
+
+
+def gfm_escape(text: str) -> str:
+    """``text`` literal in a GitHub Markdown table cell: only the characters that would start markup escaped."""
+    return re.sub(r"([\\|*_`<>\[\]~])", r"\\\1", text)
+
+
+TITLE = "## Results at a glance"
+
+
+def _table(recorded: dict, figures: Path, quote: Callable[[str], str], link: Callable[[str, str], str]) -> list[str]:
+    """The table's lines, one row per claim of ``CLAIMS``; ``link(kind, name)`` renders a link to a notebook or
+    an artifact's figure (kind "notebook" or "figure"), "–" where there is none."""
+    artifacts = {e.get("artifact") or n.rsplit(".", 1)[0]: e for n, e in sorted(recorded["artifacts"].items())}
+    lines = ["| Claim | Our verdict | Caveat | Class | Figure |", "|---|---|---|---|---|"]
+    for claim in CLAIMS:
+        entry = recorded["artifacts"].get(f"{claim.table}.csv") or artifacts.get(claim.table) or {}
+        provenance = quote(entry["provenance"]) if entry.get("provenance") else "–"
+        figure = link("figure", claim.figure) if claim.figure in artifacts else "–"
+        row = [
+            f"{quote(claim.claim)} ({link('notebook', claim.notebook)})",
+            verdict_of(claim, figures, quote),
+            caveat_of(claim, figures, quote),
+            provenance,
+            figure,
+        ]
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def _made_with(recorded: dict) -> str:
+    tables = [recorded["artifacts"].get(f"{c.table}.csv", {}) for c in CLAIMS]
+    profiles = sorted({e["profile"] for e in tables if e.get("profile")})
+    return f" (made with the {' and '.join(profiles)} profile)" if profiles else ""
 
 
 def glance_markdown(recorded: dict, figures: Path, gallery: str = "gallery", notebooks: str = "notebooks") -> str:
-    """The section "Results at a glance" (MyST Markdown): one row per claim of ``CLAIMS``."""
-    artifacts = {e.get("artifact") or n.rsplit(".", 1)[0]: e for n, e in sorted(recorded["artifacts"].items())}
-    tables = [recorded["artifacts"].get(f"{c.table}.csv", {}) for c in CLAIMS]
-    profiles = sorted({e["profile"] for e in tables if e.get("profile")})
-    made = f" (made with the {' and '.join(profiles)} profile)" if profiles else ""
+    """The section "Results at a glance" for the book (MyST Markdown), linking each figure's gallery card."""
+
+    def link(kind: str, name: str) -> str:
+        if kind == "notebook":
+            return f"[{escape(name)}]({notebooks}/{name}.ipynb)"
+        return f"{{ref}}`{name} <{artifact_label(name)}>`"
+
     lines = [
-        "## Results at a glance",
+        TITLE,
         "",
-        f"Each verdict is computed from the committed artifacts in `figures/`{made} when the book is built; the "
-        f"class says what kind of number it rests on ({{doc}}`definitions <{gallery}>`).",
+        f"Each verdict is computed from the committed artifacts in `figures/`{_made_with(recorded)} when the book is "
+        f"built, and holds under its caveat; the class says what kind of number it rests on "
+        f"({{doc}}`definitions <{gallery}>`).",
         "",
-        "| Claim | Our verdict | Class | Figure |",
-        "|---|---|---|---|",
+        *_table(recorded, figures, escape, link),
     ]
-    for claim in CLAIMS:
-        entry = recorded["artifacts"].get(f"{claim.table}.csv") or artifacts.get(claim.table) or {}
-        provenance = escape(entry["provenance"]) if entry.get("provenance") else "–"
-        figure = f"{{ref}}`{claim.figure} <{artifact_label(claim.figure)}>`" if claim.figure in artifacts else "–"
-        source = f"[{escape(claim.notebook)}]({notebooks}/{claim.notebook}.ipynb)"
-        row = [f"{escape(claim.claim)} ({source})", verdict_of(claim, figures), provenance, figure]
-        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def readme_markdown(recorded: dict, figures: Path) -> str:
+    """The same section for the README (GitHub Markdown), linking the notebooks and figures in the repository."""
+
+    def link(kind: str, name: str) -> str:
+        if kind == "notebook":
+            return f"[{name}](notebooks/{name}.ipynb)"
+        picture = next((f"{name}{s}" for s in (".png", ".md", ".csv") if f"{name}{s}" in recorded["artifacts"]), "")
+        return f"[{gfm_escape(name)}](figures/{picture})" if picture else gfm_escape(name)
+
+    lines = [
+        TITLE,
+        "",
+        f"Each verdict is computed from the committed artifacts in `figures/`{_made_with(recorded)} and holds under "
+        "its caveat; the class says what kind of number it rests on "
+        "([provenance classes](docs/figures.md#provenance-classes)).",
+        "",
+        *_table(recorded, figures, gfm_escape, link),
+    ]
     return "\n".join(lines) + "\n"
