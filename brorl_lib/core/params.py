@@ -120,7 +120,14 @@ class Param:
         if not self.is_list:
             self._check_item(self.name, value)
             return
-        what = f"{self.allowed()}, e.g. {_literal(self.default or self._example_list())}"
+        example = _literal(self.default or self._example_list())
+        what = f"{self.allowed()}, e.g. {example}"
+        if isinstance(value, str):  # plain papermill's -p passes a list as its text
+            raise ValueError(
+                f"{self.name}={value!r} is not allowed: expected {what}, got a string (plain papermill's -p passes "
+                f"a list as text: give it with papermill's -y option, -y '{self.name}: {example}', or through the "
+                f"pipeline, python -m brorl_lib run NOTEBOOK -p {self.name} '{example}')"
+            )
         check_type(self.name, value, (list, tuple), what)
         if len(value) < self.min_items or (self.max_items is not None and len(value) > self.max_items):
             raise ValueError(f"{self.name}={_short(value)} is not allowed ({len(value)} items): expected {what}")
