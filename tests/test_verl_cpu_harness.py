@@ -126,7 +126,24 @@ def test_recipe_hands_the_guard_the_keys_verl_reads():
         "filter_groups_metric": cfg.algorithm.filter_groups.metric,
         "max_num_gen_batches": cfg.algorithm.filter_groups.max_num_gen_batches,
         "train_batch_size": cfg.data.train_batch_size,
+        "max_inflight_gen_batches": cfg.algorithm.filter_groups.max_inflight_gen_batches,
+        "sync_refill_failed_groups": cfg.trainer.v1.sampler.sync_refill_failed_groups,
     }
+
+
+def test_inflight_and_refill_keys_reach_the_guard_as_verl_gives_them_its_own_buffer():
+    ov = record.profile_arms()["cpu/prorl"][1]
+    keys = ["algorithm.filter_groups.max_inflight_gen_batches=3", "trainer.v1.sampler.sync_refill_failed_groups=true"]
+    kwargs = dict(configs.compose(ov + keys).trainer.v1.sampler.sampler_kwargs)
+    buf = guard.BoundedReplayBuffer(
+        trainer_mode="sync",
+        trainer_config={},
+        max_off_policy_threshold=None,
+        max_off_policy_strategy="drop",
+        sampler_kwargs=kwargs,
+        refill_fn=lambda n: None,
+    )
+    assert (buf.max_inflight_gen_batches, buf.sync_refill_failed_groups, buf.sampler_kwargs) == (3, True, {})
 
 
 def test_tokenizer_is_deepseek_r1_distill_style():

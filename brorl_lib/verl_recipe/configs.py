@@ -63,8 +63,11 @@ MATH_VERIFY_BACKEND = "pool"  # see rewards.py: verl's process pool, safe in ver
 # The start model's revision: nvidia/Nemotron-Research-Reasoning-Qwen-1.5B at the commit its "main" branch
 # (ProRLv2, 3000 steps) pointed to, as a third-party registry records it; "main" itself moves.
 MODEL_REVISION = "c62ac5e70bd578a9235aa9d8e11fff2f1f63d4a0"
-# Dynamic sampling's round cap through verl's custom-sampler hook (guard.py), loaded in the trainer only;
-# the sampler gets the filter's settings as interpolations of the keys verl's own buffer is built from.
+# Dynamic sampling's round cap through verl's custom-sampler hook (guard.py), loaded in the trainer only.
+# verl hands a custom sampler none of the settings it gives its own buffer (trainer_base.py::_build_replay_buffer),
+# so the sampler gets each as an interpolation of the key verl reads: the filter's metric and round cap, the
+# batch size, algorithm.filter_groups.max_inflight_gen_batches and trainer.v1.sampler.sync_refill_failed_groups
+# (without them those two keys would do nothing).
 SAMPLER_PATH = "pkg://brorl_lib.verl_recipe.guard"
 SAMPLER_NAME = "BoundedReplayBuffer"
 _SAMPLER_KWARGS = "trainer.v1.sampler.sampler_kwargs"
@@ -74,6 +77,8 @@ SAMPLER_OVERRIDES = (
     f"+{_SAMPLER_KWARGS}.filter_groups_metric=${{algorithm.filter_groups.metric}}",
     f"+{_SAMPLER_KWARGS}.max_num_gen_batches=${{algorithm.filter_groups.max_num_gen_batches}}",
     f"+{_SAMPLER_KWARGS}.train_batch_size=${{data.train_batch_size}}",
+    f"+{_SAMPLER_KWARGS}.max_inflight_gen_batches=${{algorithm.filter_groups.max_inflight_gen_batches}}",
+    f"+{_SAMPLER_KWARGS}.sync_refill_failed_groups=${{trainer.v1.sampler.sync_refill_failed_groups}}",
 )
 # TransferQueue's capacity in samples. verl's default (100,000) is below what a BroRL step (N=512 x 128
 # prompts = 65,536 kept samples) holds with the groups in flight while it drains, and a put beyond it fails

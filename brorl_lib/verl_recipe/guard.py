@@ -11,9 +11,10 @@ stops the run with ``DynamicSamplingExhausted``, which says why and what to chan
 
 verl loads it through its supported hook, ``trainer.v1.sampler.custom_sampler.{path,name}``
 (``trainer_base.py::_build_replay_buffer``), in the trainer process only. A custom sampler receives neither
-the filter's metric nor the batch sizes, so the recipe passes them in ``trainer.v1.sampler.sampler_kwargs``
+the filter's metric, the batch sizes, ``algorithm.filter_groups.max_inflight_gen_batches`` nor
+``trainer.v1.sampler.sync_refill_failed_groups``, so the recipe passes them in ``trainer.v1.sampler.sampler_kwargs``
 as interpolations of the keys verl itself reads (``configs.SAMPLER_OVERRIDES``); the values are then exactly what
-verl's built-in buffer would have been given.
+verl's built-in buffer would have been given, and both keys act as verl documents them.
 """
 
 from __future__ import annotations
@@ -45,11 +46,15 @@ class BoundedReplayBuffer(ReplayBuffer):
         metric = options.pop("filter_groups_metric", None)
         self.max_rounds = int(options.pop("max_num_gen_batches", 0) or 0)
         train_batch_size = int(options.pop("train_batch_size"))
-        super().__init__(
+        inflight = int(options.pop("max_inflight_gen_batches", 1) or 1)
+        refill_failed = bool(options.pop("sync_refill_failed_groups", False))
+        super().__init__(  # as verl's _build_replay_buffer sets them for its own buffer
             sampler_kwargs=options,
             filter_groups_metric=str(metric) if metric else None,
             train_batch_size=train_batch_size,
-            gen_batch_size=1 if metric else train_batch_size,  # as verl's _build_replay_buffer sets them
+            gen_batch_size=1 if metric or refill_failed else train_batch_size,
+            max_inflight_gen_batches=inflight if metric else 1,
+            sync_refill_failed_groups=refill_failed,
             **kwargs,
         )
 

@@ -27,13 +27,25 @@ import yaml
 
 from brorl_lib.core.paths import REPO_ROOT
 from brorl_lib.models.qwen2 import parameter_count
-from brorl_lib.verl_recipe import configs, data, gpu_install
+from brorl_lib.verl_recipe import configs, data, gpu_install, start_model
 
 COMMAND = "python -m brorl_lib.verl_recipe.preflight"
 RECIPES_DIR = REPO_ROOT / "recipes" / "brorl"
 PROFILES = ("cluster", "smoke", "cpu")  # cluster: recipes/brorl/<arm>; the others: recipes/brorl/<profile>/<arm>
-CHECKS = ("data", "revision", "storage", "attention", "driver_memory", "disk", "tokenizer", "packages", "ray", "gpu")
-MODEL_ID = "nvidia/Nemotron-Research-Reasoning-Qwen-1.5B"  # as report.PRORLV2_CHECKPOINT (report imports this module)
+CHECKS = (
+    "data",
+    "revision",
+    "weights",
+    "storage",
+    "attention",
+    "driver_memory",
+    "disk",
+    "tokenizer",
+    "packages",
+    "ray",
+    "gpu",
+)
+MODEL_ID = start_model.MODEL_ID  # as report.PRORLV2_CHECKPOINT (report imports this module)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 # module -> distribution; pins come from pyproject's [gpu] extra, requirements.lock, then verl's own extras
 PACKAGES = dict(
@@ -171,6 +183,15 @@ def check_revision(model_path: str) -> Result:
     if found != {pinned}:
         return _fail("revision", f"MODEL_PATH={model_path} holds {sorted(found)}, pinned {pinned}", _download(pinned))
     return Result("revision", True, f"MODEL_PATH holds the pinned {pinned}")
+
+
+def check_weights(model_path: str) -> Result:
+    """MODEL_PATH's weight files by content: their SHA-256 against ``start_model.WEIGHT_SHA256`` (says plainly when
+    none is recorded)."""
+    if not model_path or not Path(model_path).expanduser().is_dir():
+        return _fail("weights", f"MODEL_PATH={model_path!r} is not a folder", _download(configs.MODEL_REVISION))
+    ok, detail = start_model.compare(Path(model_path).expanduser())
+    return Result("weights", True, detail) if ok else _fail("weights", detail, _download(configs.MODEL_REVISION))
 
 
 def check_storage(plan: ArmPlan) -> Result:
@@ -390,6 +411,7 @@ def iter_checks(inputs: Inputs, plans: list[ArmPlan], skip: Collection[str] = ()
     steps: dict[str, Callable[[], Result | list[Result]]] = {
         "data": lambda: check_data(inputs.data_dir),
         "revision": lambda: check_revision(inputs.model_path),
+        "weights": lambda: check_weights(inputs.model_path),
         "storage": lambda: [check_storage(p) for p in plans],
         "attention": lambda: [check_attention(p) for p in plans],
         "driver_memory": lambda: [check_driver_memory(p) for p in plans],
