@@ -122,6 +122,7 @@ def test_each_launch_script_runs_its_arm_as_configs_say(generated):
             "ARM": arm.name,
             "STOPS": " ".join(map(str, launch.stops(arm))),
             "RUN_DIR_DEFAULT": record.run_dir(prefix),
+            **({"TENSORBOARD_ROOT": record.TENSORBOARD_ROOTS[prefix]} if prefix in record.TENSORBOARD_ROOTS else {}),
             **env,
             "RAY_ENV": " ".join(env),
         }, folder
@@ -181,7 +182,10 @@ def test_launch_script_takes_the_paths_from_the_environment(generated, tmp_path)
     assert args[-1] == "trainer.total_training_steps=2"
     run_dir = repo / "data" / "runs" / "verl" / "brorl-repro" / "brorl"  # the default RUN_DIR
     assert f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH='{run_dir}/logs/segment_000.jsonl'" in args
+    # TensorBoard beside the JSONL logs, in the arm's folder, for verl's logger in the Ray TaskRunner too
+    assert f"+ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR='{run_dir}/tensorboard'" in args
     cfg = configs.compose(filled)  # what verl receives composes, the paths filled in
+    assert list(cfg.trainer.logger) == ["console", "file", "tensorboard"]  # W&B only when asked for
     assert cfg.actor_rollout_ref.model.path == paths["MODEL_PATH"]
     assert list(cfg.data.train_files) == [f"{paths['DATA_DIR']}/train.parquet"]
     assert cfg.trainer.default_local_dir == "/ckpt/brorl"

@@ -58,6 +58,10 @@ TOKENS_PER_GPU = 2 * (MAX_PROMPT_LENGTH + MAX_RESPONSE_LENGTH)  # our choice: dy
 GPU_MEMORY_UTILIZATION = 0.8  # our choice: vLLM's share of GPU memory between training phases
 ROLLOUT_TP = 1  # our choice: a 1.5B model fits one GPU per vLLM replica
 PROJECT = "brorl"  # trainer.project_name
+# verl's own loggers (trainer.logger): the console, the JSONL file the notebook reads, and TensorBoard event files
+# (launch_arm.sh points TENSORBOARD_DIR at the arm's folder). Our choice; W&B ("wandb") is opt-in: it needs an
+# account and the network, so it is never on by default (recipes/brorl/README.md says how to add it).
+LOGGERS = ("console", "file", "tensorboard")
 REWARD_PATH = "pkg://brorl_lib.verl_recipe.rewards"  # verl imports it by module name (repo on PYTHONPATH)
 MATH_VERIFY_BACKEND = "pool"  # see rewards.py: verl's process pool, safe in verl's reward threads
 # The start model's revision: nvidia/Nemotron-Research-Reasoning-Qwen-1.5B at the commit its "main" branch
@@ -229,7 +233,7 @@ def overrides(arm: Arm, base: Arm, cluster: Cluster) -> list[str]:
         "reward.custom_reward_function.name=compute_score",
         f"+reward.custom_reward_function.reward_kwargs.math_verify={MATH_VERIFY_BACKEND}",
         # trainer: logging, schedule, checkpoints, resume, cluster shape
-        "trainer.logger=[console,file]",
+        f"trainer.logger=[{','.join(LOGGERS)}]",
         f"trainer.project_name={PROJECT}",
         f"trainer.experiment_name={cluster.run_name}-{arm.name}",
         f"trainer.nnodes={cluster.nnodes}",

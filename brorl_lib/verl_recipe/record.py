@@ -101,6 +101,10 @@ def run_dir(prefix: str) -> str:
     return (report.RUNS_DIR / name).relative_to(REPO_ROOT).as_posix()
 
 
+# profile -> its profile.sh's TENSORBOARD_ROOT (relative to the repository); the others log TensorBoard beside their
+# JSONL logs, in the arm's tensorboard/ folder. The cpu profile keeps the binary event files out of the committed run.
+TENSORBOARD_ROOTS = {"cpu/": "build/tensorboard/verl-cpu"}
+
 CPU_SETTINGS = profile.CpuSettings()  # the committed cpu profile's length
 
 

@@ -5,6 +5,7 @@
 # and sourcing its profile's profile.sh, which sets
 #   RUN_DIR_DEFAULT  where the arm's folder goes when RUN_DIR is not set (relative to the repository)
 #   RAY_ENV          variables the launch exports that verl's Ray actors must see as well
+#   TENSORBOARD_ROOT optional: TensorBoard's event files go to $TENSORBOARD_ROOT/$ARM instead of $ARM_DIR/tensorboard
 # and, optionally, ARM_DIR (the arm's run folder itself). The Hydra overrides are the lines of overrides.txt
 # beside the arm's launch.sh; each <NAME> in them is read from the environment (no quotes or backslashes in
 # it), and the launch stops with status 2 unless each one used is set:
@@ -34,6 +35,11 @@ done < "$OVERRIDES"
 CKPT_ARM="${CKPT_ARM//\'/}"
 ARM_DIR="${ARM_DIR:-${RUN_DIR:-$REPO_ROOT/$RUN_DIR_DEFAULT}/$ARM}"
 mkdir -p "$ARM_DIR/logs"
+# verl's TensorBoard logger (trainer.logger has tensorboard) writes to TENSORBOARD_DIR, the arm's tensorboard/
+# folder unless the profile sets TENSORBOARD_ROOT (relative to the repository); each launch adds an event file,
+# so TensorBoard shows the segments as one run.
+TENSORBOARD_DIR="${TENSORBOARD_ROOT:+$REPO_ROOT/$TENSORBOARD_ROOT/$ARM}"
+export TENSORBOARD_DIR="${TENSORBOARD_DIR:-$ARM_DIR/tensorboard}"
 [[ "$RECIPE_DIR" -ef "$ARM_DIR" ]] || cp "$RECIPE_DIR/config.yaml" "$OVERRIDES" "$ARM_DIR/"
 PYTHON="${PYTHON:-python3}"
 export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
@@ -45,7 +51,8 @@ for STOP in $STOPS; do
   LOG_FILE=$(printf '%s/logs/segment_%03d.jsonl' "$ARM_DIR" "$SEGMENT")
   export VERL_FILE_LOGGER_PATH="$LOG_FILE"
   ray_env=("+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH='$LOG_FILE'"
-    "+ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH='$REPO_ROOT'")
+    "+ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH='$REPO_ROOT'"
+    "+ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR='$TENSORBOARD_DIR'")
   for var in $RAY_ENV; do
     ray_env+=("+ray_kwargs.ray_init.runtime_env.env_vars.$var='${!var}'")
   done
