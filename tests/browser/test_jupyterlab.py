@@ -5,13 +5,18 @@ Debian's Chromium through Playwright, and for each notebook runs every cell with
 notebook's own defaults; notebook 04's: paper, read back from the committed runs). It then moves one control of the
 explore section, checks that the figure (or the table under it) changed and that no cell shows an error,
 and writes a screenshot of the explore section to build/screenshots/, with a sidecar recording the notebook's input
-hash (pipeline.screenshots). With BRORL_UPDATE_SCREENSHOTS=1 (`make screenshots`) both also go to docs/screenshots/,
-which the README and the book show, for every notebook that ran without a problem. The server and the browser are
-ended by process id.
+hash (pipeline.screenshots). It runs a notebook's cells only once its kernel is idle and connected by the kernel's
+own state (the server's sessions, not the page's indicator), issues Run All again when no cell started, and
+issues the rest again from the first un-run cell when a run stopped (the kernel idle, nothing queued, cells
+un-run, no error: what a loaded machine did); a notebook that raises fails the test with its own error (the cell,
+its first line, the exception and its message, read from the saved notebook). With BRORL_UPDATE_SCREENSHOTS=1
+(`make screenshots`) both also go to docs/screenshots/, which the README and the book show, for every notebook
+that ran without a problem. The server and the browser are ended by process id.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -36,6 +41,9 @@ playwright = pytest.importorskip("playwright.sync_api", reason="pip install -e '
 SHOTS = BUILD_DIR / "screenshots"
 RUN_TIMEOUT_S = {"02_simulator": 900, "04_laptop_rlvr": 600}  # guards on a loaded machine; others: the default
 DEFAULT_RUN_TIMEOUT_S = 300
+KERNEL_READY_S = 120  # a kernel's start on a loaded machine
+STALL_S = 15  # the kernel idle this long, no cell queued, cells un-run and no error: the run stopped; re-issued
+REISSUES = 2  # how often a stopped or unstarted run is issued again before the test fails
 LAB_SETTINGS = {  # every cell in the page (no windowing), and no news or update checks on a closed network
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {
         "windowingMode": "none",
@@ -104,13 +112,9 @@ def _copy_notebooks(root: Path) -> dict[str, tuple[dict[str, str], dict[str, str
     return names
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """JupyterLab on a copy of notebooks/: yields (url, token, {notebook name: its hashes}); ended by process id."""
-    root = tmp_path_factory.mktemp("lab")
-    notebooks = root / "notebooks"
-    notebooks.mkdir()
-    names = _copy_notebooks(notebooks)
+@contextlib.contextmanager
+def _lab(root: Path, notebooks: Path):
+    """JupyterLab on ``notebooks`` (its state under ``root``): yields (url, token); ended by process id."""
     settings = root / "settings"
     for rel, values in LAB_SETTINGS.items():
         target = settings / rel
@@ -136,9 +140,20 @@ def lab(tmp_path_factory):
     with open(root / "lab.log", "w") as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            yield _serve(proc, f"http://127.0.0.1:{port}", token, root), token, names
+            yield _serve(proc, f"http://127.0.0.1:{port}", token, root), token
         finally:
             _end(proc)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """JupyterLab on a copy of notebooks/: yields (url, token, {notebook name: its hashes})."""
+    root = tmp_path_factory.mktemp("lab")
+    notebooks = root / "notebooks"
+    notebooks.mkdir()
+    names = _copy_notebooks(notebooks)
+    with _lab(root, notebooks) as (url, token):
+        yield url, token, names
 
 
 def _end(proc: subprocess.Popen) -> None:
@@ -165,32 +180,119 @@ def _serve(proc: subprocess.Popen, url: str, token: str, root: Path) -> str:
     pytest.fail("JupyterLab did not answer within 60 s")
 
 
-def _wait_idle(page, timeout_s: float) -> None:
-    """Until every code cell has run (no '[*]' prompt left and the kernel idle), or the kernel is idle with an
-    error shown: a failed cell leaves the cells after it un-run, which waiting would not change."""
-    deadline = time.monotonic() + timeout_s
+def _kernel(url: str, token: str, name: str) -> dict:
+    """The kernel of notebook ``name`` as the server sees it (``execution_state``, ``connections``); {} if none."""
+    with urllib.request.urlopen(f"{url}/api/sessions?token={token}", timeout=10) as response:
+        sessions = json.load(response)
+    found = [s["kernel"] for s in sessions if s.get("path", "").endswith(f"{name}.ipynb") and s.get("kernel")]
+    return found[0] if found else {}
+
+
+def _wait_kernel_ready(url: str, token: str, name: str, timeout_s: float = KERNEL_READY_S) -> None:
+    """Until the notebook's kernel is idle by its own state (the server's, not the page's indicator) and the page
+    is connected to it: cells sent earlier can be dropped by a kernel still starting on a loaded machine."""
+    deadline, kernel = time.monotonic() + timeout_s, {}
     while time.monotonic() < deadline:
-        prompts = page.locator(".jp-CodeCell .jp-InputPrompt").all_inner_texts()
-        pending = [t for t in prompts if "*" in t or t.strip() in ("[ ]:", "")]
-        idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").count()
-        if idle and (not pending or not any("*" in t for t in prompts) and _errors(page)):
+        kernel = _kernel(url, token, name)
+        if kernel.get("execution_state") == "idle" and kernel.get("connections", 0) >= 1:
             return
+        time.sleep(0.5)
+    raise AssertionError(f"the kernel of {name} was not idle and connected within {timeout_s} s: {kernel}")
+
+
+def _prompts(page) -> list[str]:
+    """Each code cell's prompt: '[ ]:' not run, '[*]:' queued or running, '[3]:' run."""
+    return [t.strip() for t in page.locator(".jp-CodeCell .jp-InputPrompt").all_inner_texts()]
+
+
+def _unrun(prompts: list[str]) -> list[int]:
+    return [i for i, t in enumerate(prompts) if t in ("[ ]:", "")]
+
+
+def _run_from(page, index: int) -> None:
+    """Run the code cell ``index`` and all below it (Run > Run Selected Cell and All Below), as a reader would."""
+    page.locator(".jp-CodeCell .jp-InputPrompt").nth(index).click()
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_text("Run Selected Cell and All Below", exact=True).click()
+
+
+def _wait_idle(page, url: str, token: str, name: str, timeout_s: float) -> None:
+    """Until every code cell has run, or a cell failed (the cells after it stay un-run: waiting would not change
+    that). A run that stopped (the kernel idle by its own state for ``STALL_S``, nothing queued, cells un-run, no
+    error) is issued again from its first un-run cell, at most ``REISSUES`` times. AssertionError with what the
+    notebook and its kernel show otherwise."""
+    deadline, reissued, idle_since = time.monotonic() + timeout_s, 0, None
+    while time.monotonic() < deadline:
+        prompts = _prompts(page)
+        busy = any("*" in t for t in prompts)
+        idle = not busy and _kernel(url, token, name).get("execution_state") == "idle"
+        if idle and (not _unrun(prompts) or _errors(page)):
+            return
+        idle_since = (idle_since or time.monotonic()) if idle else None
+        if idle_since is not None and time.monotonic() - idle_since >= STALL_S:
+            if reissued == REISSUES:
+                break
+            reissued += 1
+            _run_from(page, _unrun(prompts)[0])
+            idle_since = None
         time.sleep(1)
-    raise AssertionError(f"cells still running after {timeout_s} s: prompts {prompts}")
+    raise AssertionError(f"the run stopped ({reissued} times issued again): {_state(page, url, token, name)}")
 
 
-def _run_all(page, tries: int = 2, started_within_s: float = 60) -> None:
-    """Run > Run All Cells; again if no cell has started within ``started_within_s`` (on a loaded machine a kernel
-    that has just started can drop the first request: every prompt stays '[ ]:' and the kernel idle)."""
-    for _ in range(tries):
+def _run_all(page, url: str, token: str, name: str, started_within_s: float = 60) -> None:
+    """Run > Run All Cells, once the kernel is ready; again if no cell has started within ``started_within_s``
+    (every prompt still '[ ]:' and the kernel idle), at most ``REISSUES`` times."""
+    _wait_kernel_ready(url, token, name)
+    for _ in range(1 + REISSUES):
         page.get_by_role("menuitem", name="Run", exact=True).click()
         page.get_by_text("Run All Cells", exact=True).click()
         deadline = time.monotonic() + started_within_s
         while time.monotonic() < deadline:
-            prompts = page.locator(".jp-CodeCell .jp-InputPrompt").all_inner_texts()
-            if any(t.strip() not in ("[ ]:", "") for t in prompts):
+            if any(t not in ("[ ]:", "") for t in _prompts(page)):
                 return
             time.sleep(1)
+    raise AssertionError(f"Run All Cells did not start in {1 + REISSUES} tries: {_state(page, url, token, name)}")
+
+
+def _first_line(text: str) -> str:
+    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")[:80]
+
+
+def _saved_notebook(page, url: str, token: str, name: str) -> dict | None:
+    """The notebook as the page holds it (saved first, its outputs with it), from the server; None if unreadable."""
+    page.locator(".jp-NotebookPanel-toolbar [data-command='docmanager:save']").first.click()
+    page.wait_for_timeout(1500)
+    try:
+        with urllib.request.urlopen(f"{url}/api/contents/{name}.ipynb?content=1&token={token}", timeout=10) as r:
+            return json.load(r)["content"]
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def _state(page, url: str, token: str, name: str) -> str:
+    """What went wrong, in the notebook's own words: the first cell that raised (its number among the code cells,
+    its first line, the exception's name and message), else the first cell that did not run; and the kernel."""
+    kernel = _kernel(url, token, name)
+    said = f"kernel {kernel.get('execution_state', 'not found')}"
+    nb = _saved_notebook(page, url, token, name)
+    if nb is None:
+        return f"{said}; prompts {_prompts(page)}"
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    for i, cell in enumerate(code, 1):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+                return (
+                    f"code cell {i} ({_first_line(source)!r}) raised {out.get('ename')}: "
+                    f"{_first_line(out.get('evalue', ''))}; {said}"
+                )
+    unrun = [i for i, c in enumerate(code, 1) if c.get("execution_count") is None]
+    if unrun:
+        source = "".join(code[unrun[0] - 1]["source"])
+        return (
+            f"{len(unrun)} of {len(code)} code cells not run, the first: {unrun[0]} ({_first_line(source)!r}); {said}"
+        )
+    return f"every code cell ran; {said}"
 
 
 def _errors(page) -> list[str]:
@@ -203,20 +305,24 @@ def _errors(page) -> list[str]:
     return found
 
 
-def _check(page, url: str, token: str, name: str) -> list[str]:
-    """Open ``name``, run all its cells, move one control; the problems found (empty: none)."""
+def _open(page, url: str, token: str, name: str) -> None:
+    """Open notebook ``name`` alone in its own workspace, its kernel chosen."""
     page.goto(f"{url}/lab/workspaces/{name}/tree/{name}.ipynb?reset&token={token}")  # this notebook only
     page.locator(".jp-Notebook").wait_for(timeout=60_000)
     accept = page.locator(".jp-Dialog .jp-mod-accept")  # "Select Kernel", should the setting not apply
     page.wait_for_timeout(1000)
     if accept.count():
         accept.first.click()
-    page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=60_000)
-    _run_all(page)
-    _wait_idle(page, RUN_TIMEOUT_S.get(name, DEFAULT_RUN_TIMEOUT_S))
+
+
+def _check(page, url: str, token: str, name: str) -> list[str]:
+    """Open ``name``, run all its cells, move one control; the problems found (empty: none)."""
+    _open(page, url, token, name)
+    _run_all(page, url, token, name)
+    _wait_idle(page, url, token, name, RUN_TIMEOUT_S.get(name, DEFAULT_RUN_TIMEOUT_S))
     errors = _errors(page)
     if errors:
-        return [f"{name}: error output after running all cells: {errors[:3]}"]
+        return [f"{name}: after running all cells, {_state(page, url, token, name)} (page: {errors[0][-300:]!r})"]
     explore = page.locator(".jp-CodeCell", has=page.locator(".brorl-live")).last
     live = explore.locator(".brorl-live").first
     live.locator("img[src^='blob:'], img[src^='data:']").first.wait_for(timeout=30_000)
@@ -263,3 +369,55 @@ def test_every_notebook_runs_in_jupyterlab_and_its_controls_redraw(lab, browser)
     finally:
         context.close()
     assert not failures, "\n".join(failures) + f"\n(screenshots in {SHOTS})"
+
+
+# --- the waits themselves, on two small notebooks ---
+TINY = {
+    "tiny_ok": ["import time\nx = 1", "time.sleep(1)\ny = x + 1", "print(y)"],
+    "tiny_fails": ["x = 1", 'raise ValueError("requested failure")', "print(x)"],
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_lab(tmp_path_factory):
+    """JupyterLab on the notebooks of ``TINY``: yields (url, token)."""
+    root = tmp_path_factory.mktemp("tiny_lab")
+    notebooks = root / "notebooks"
+    notebooks.mkdir()
+    for name, cells in TINY.items():
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nbformat.write(nb, notebooks / f"{name}.ipynb")
+    with _lab(root, notebooks) as served:
+        yield served
+
+
+def test_a_run_that_stopped_after_its_first_cell_is_issued_again(tiny_lab, browser):
+    """What a loaded machine did: the first cell ran, the kernel went idle, every other prompt stayed '[ ]'."""
+    url, token = tiny_lab
+    page = browser.new_page()
+    try:
+        _open(page, url, token, "tiny_ok")
+        _wait_kernel_ready(url, token, "tiny_ok")
+        page.locator(".jp-CodeCell .jp-InputPrompt").first.click()
+        page.keyboard.press("Control+Enter")  # the first cell only
+        deadline = time.monotonic() + 60
+        while _prompts(page)[0] != "[1]:" and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _prompts(page) == ["[1]:", "[ ]:", "[ ]:"]
+        _wait_idle(page, url, token, "tiny_ok", timeout_s=120)
+        assert not _unrun(_prompts(page)) and "2" in page.locator(".jp-OutputArea-output").last.inner_text()
+    finally:
+        page.close()
+
+
+def test_a_failing_notebook_fails_with_its_own_error(tiny_lab, browser):
+    url, token = tiny_lab
+    page = browser.new_page()
+    try:
+        problems = _check(page, url, token, "tiny_fails")
+    finally:
+        page.close()
+    assert len(problems) == 1
+    said = "tiny_fails: after running all cells, code cell 2 ('raise ValueError(\"requested failure\")') raised "
+    assert problems[0].startswith(said + "ValueError: requested failure; kernel idle"), problems
