@@ -9,6 +9,7 @@ override them; each arm's numbers come from its committed ``overrides.txt``. Eve
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import importlib.metadata
 import importlib.util
@@ -43,6 +44,7 @@ CHECKS = (
     "tokenizer",
     "packages",
     "ray",
+    "nodes",
     "gpu",
 )
 MODEL_ID = start_model.MODEL_ID  # as report.PRORLV2_CHECKPOINT (report imports this module)
@@ -382,6 +384,37 @@ def check_ray(nnodes: int, gpus_per_node: int, address_file: Path = RAY_ADDRESS_
     return Result("ray", True, detail)
 
 
+def check_nodes(
+    inputs: Inputs, plans: list[ArmPlan], nnodes: int, gpus_per_node: int, device: str = "cuda",
+    address_file: Path = RAY_ADDRESS_FILE,
+) -> list[Result]:  # fmt: skip
+    """One task on every node of the running Ray cluster (``node_check``, in a child process that cannot hang this
+    one): a result per node, named by host and IP, failing with what is missing there."""
+    from brorl_lib.verl_recipe import node_check
+
+    if not os.environ.get("RAY_ADDRESS") and not address_file.is_file():
+        if nnodes == 1:
+            return [Result("nodes", True, "no Ray cluster running; with trainer.nnodes=1 the checks above are its")]
+        return [_fail("nodes", f"no Ray cluster to check (trainer.nnodes={nnodes})", "see the ray check")]
+    command = [sys.executable, "-m", "brorl_lib.verl_recipe.node_check", "--model-path", inputs.model_path]
+    command += ["--data-dir", inputs.data_dir, "--device", device, "--gpus-per-node", str(gpus_per_node)]
+    try:
+        out = subprocess.run(
+            command, input=json.dumps([dataclasses.asdict(p) for p in plans]), capture_output=True, text=True,
+            timeout=node_check.TIMEOUT_S + RAY_TIMEOUT_S, check=True,
+        )  # fmt: skip
+        rows = json.loads(out.stdout.strip().splitlines()[-1])
+    except subprocess.TimeoutExpired:
+        return [_fail("nodes", f"{node_check.COMMAND} did not end in {node_check.TIMEOUT_S + RAY_TIMEOUT_S} s", "")]
+    except (subprocess.CalledProcessError, ValueError, IndexError) as err:
+        last = (getattr(err, "stderr", "") or str(err)).strip().splitlines()[-1:]
+        return [_fail("nodes", f"{node_check.COMMAND} failed: {' '.join(last)}", "see the ray check")]
+    results = [Result(**row) for row in rows]
+    if len(results) < nnodes:
+        results.append(_fail("nodes", f"{len(results)} node(s) answered, trainer.nnodes={nnodes}", "see the ray check"))
+    return results
+
+
 def check_gpu(gpus_per_node: int, device: str = "cuda", node: gpu_install.NodeGpus | None = None) -> Result:
     """This node's CUDA GPUs against trainer.n_gpus_per_node (none needed with trainer.device=cpu), with the NVIDIA
     driver's version against the minimum of the CUDA 13.0 wheels, and why when torch sees too few GPUs."""
@@ -419,6 +452,7 @@ def iter_checks(inputs: Inputs, plans: list[ArmPlan], skip: Collection[str] = ()
         "tokenizer": lambda: check_tokenizer(inputs.model_path, plans),
         "packages": check_packages,
         "ray": lambda: check_ray(nnodes, per_node),
+        "nodes": lambda: check_nodes(inputs, plans, nnodes, per_node, "cpu" if all(cpu) else "cuda"),
         "gpu": lambda: check_gpu(per_node, "cpu" if all(cpu) else "cuda"),
     }
     for name in (c for c in CHECKS if c not in skip):
