@@ -432,36 +432,47 @@ def write_evaluations(folder, series: list[np.ndarray], every: int = 10, prefix:
         np.save(folder / f"{prefix}_step{k * every}.npy", values)
 
 
-@pytest.mark.filterwarnings("ignore:Precision loss:RuntimeWarning")  # scipy, on the exactly flat series
-def test_smoothed_rise_compares_two_windows_and_separates_flat_from_rising(tmp_path):
-    """Per instance, the mean of the last window of evaluations against the window before it: a paired one-sided
-    test over instances of a rise above min_rise."""
+def test_smoothed_rise_declares_a_plateau_only_when_the_rises_upper_bound_is_below_min_rise(tmp_path):
+    """Per instance, the mean of the last window of evaluations minus the window before it; a plateau when the
+    one-sided 95% upper bound of the mean rise is below min_rise, overall and in every band."""
     rng = np.random.default_rng(0)
     base = rng.uniform(0.2, 0.8, size=200)
-    rule = PlateauRule(window=4, alpha=0.05, min_rise=0.01)
+    rule = PlateauRule(window=4, alpha=0.05, min_rise=0.01, bands=(0.0, 0.5, 1.0))
 
     def noisy(level: float, sd: float = 0.05) -> np.ndarray:
         return np.clip(base + level + rng.normal(0, sd, size=base.size), 0, 1)
 
-    write_evaluations(tmp_path / "flat", [noisy(0.0) for _ in range(8)])
+    write_evaluations(tmp_path / "flat", [noisy(0.0, sd=0.02) for _ in range(8)])
     write_evaluations(tmp_path / "flat", [noisy(0.3)], prefix="val")  # validation files are not the test's
     assert plateau.smoothed_rise(tmp_path / "flat", rule, upto=60) is None  # 7 evaluations: fewer than two windows
     flat = plateau.smoothed_rise(tmp_path / "flat", rule)
-    assert flat["plateau"] and flat["step"] == 70 and abs(flat["rise"]) < 0.01 and flat["p_rising"] > rule.alpha
+    assert flat["plateau"] and flat["step"] == 70 and flat["rise_upper"] < 0.01
     files = [np.load(p) for _, p in plateau.pass1_files(tmp_path / "flat")]
     assert flat["smoothed_pass1"] == pytest.approx(np.mean(files[4:]))
-    assert flat["rise"] == pytest.approx(np.mean(files[4:]) - np.mean(files[:4]))
+    rise = np.mean(files[4:], axis=0) - np.mean(files[:4], axis=0)
+    assert flat["rise"] == pytest.approx(rise.mean())
+    bound = rise.mean() + sps.t.ppf(0.95, rise.size - 1) * rise.std(ddof=1) / np.sqrt(rise.size)
+    assert flat["rise_upper"] == pytest.approx(bound)
+    assert sum(b["prompts"] for b in flat["bands"]) == 200 and all(b["flat"] for b in flat["bands"])
     write_evaluations(tmp_path / "rising", [noisy(0.02 * k) for k in range(8)])
     rising = plateau.smoothed_rise(tmp_path / "rising", rule)
-    assert not rising["plateau"] and rising["p_rising"] < 0.001 and rising["rise"] == pytest.approx(0.08, abs=0.01)
-    # a rise of the smoothed series smaller than min_rise counts as flat
+    assert not rising["plateau"] and rising["rise"] == pytest.approx(0.08, abs=0.01)
+    # a rise that cannot be told from zero is no plateau while its upper bound is above min_rise
+    write_evaluations(tmp_path / "unclear", [noisy(0.002 * k, sd=0.4) for k in range(8)])
+    unclear = plateau.smoothed_rise(tmp_path / "unclear", rule)
+    assert not unclear["plateau"] and unclear["rise"] - 2 * unclear["rise_se"] < 0 < unclear["rise_upper"] - 0.01
+    # a rise smaller than min_rise, measured precisely, is flat; with a smaller min_rise it is not
     write_evaluations(tmp_path / "creeping", [noisy(0.001 * k, sd=0.01) for k in range(8)])  # a rise of 0.004
     assert plateau.smoothed_rise(tmp_path / "creeping", rule)["plateau"]
-    assert not plateau.smoothed_rise(tmp_path / "creeping", dataclasses.replace(rule, min_rise=0.0))["plateau"]
-    # exactly flat on every instance (nothing to test: no variance) is a plateau, with or without min_rise
+    assert not plateau.smoothed_rise(tmp_path / "creeping", dataclasses.replace(rule, min_rise=0.001))["plateau"]
+    # flat on average but rising in one band (falling in the other): no plateau, and the band says which
+    low = base < 0.5
+    write_evaluations(tmp_path / "mixed", [base + np.where(low, 0.02, -0.02) * k for k in range(8)])
+    mixed = plateau.smoothed_rise(tmp_path / "mixed", rule)
+    assert not mixed["plateau"] and [b["flat"] for b in mixed["bands"]] == [False, True]
+    # exactly flat on every instance (no variance) is a plateau
     write_evaluations(tmp_path / "solved", [np.ones(50)] * 8)
-    for min_rise in (0.0, 0.01):
-        assert plateau.smoothed_rise(tmp_path / "solved", dataclasses.replace(rule, min_rise=min_rise))["plateau"]
+    assert plateau.smoothed_rise(tmp_path / "solved", rule)["plateau"]
     # only the evaluations up to a step count: the one after it is ignored
     write_evaluations(tmp_path / "late", [noisy(0.0) for _ in range(8)] + [noisy(0.5)])
     upto = plateau.smoothed_rise(tmp_path / "late", rule, upto=70)

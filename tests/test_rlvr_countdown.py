@@ -2,6 +2,7 @@
 none missed), exact q against the sampler's own probabilities, the warm start on random correct answers, the
 refill that draws only the shortfall, the deduplicated update, and the update-quality measurement."""
 
+import os
 from itertools import permutations, product
 
 import numpy as np
@@ -163,6 +164,9 @@ def test_the_deduplicated_update_is_the_same_gradient(tok, split, warm):
 
 def test_bands_cells_and_bad_input_are_checked():
     assert uq.band_of(np.array([0.0, 0.005, 0.05, 0.5, 1.0]), [0, 0.01, 1 / 16, 0.5, 1.0]).tolist() == [0, 0, 1, 3, 3]
+    # a float sum of probabilities just past an edge is on it; clearly outside is in no band
+    q = np.array([1.0000001, -1e-9, 1.1, -0.1], dtype=np.float32)
+    assert uq.band_of(q, [0, 0.5, 1.0]).tolist() == [1, 0, -1, -1]
     assert uq.band_labels([0, 0.5, 1]) == ["[0, 0.5)", "[0.5, 1]"]
     for edges, message in (([0.5], "at least two"), ([0, 1.5], r"\[0, 1\]"), ([0, 0.5, 0.5], "increasing")):
         with pytest.raises(ValueError, match=message):
@@ -245,7 +249,12 @@ def test_the_verdict_and_control_arms_follow_the_paper_shapes():
     assert shapes["N16"] == (16, 64, 1e-4)
     assert shapes["N512"][:2] == (512, 16) and shapes["N512"][2] == pytest.approx(1e-4 * 8**0.5)
     assert shapes["N16_batch512"][:2] == (16, 512) and shapes["N16_batch512"][2] == pytest.approx(1e-4 * 8**0.5)
-    assert shapes["N512_prompts64"][2] == pytest.approx(1e-4 * 32**0.5)
+    assert shapes["N512_prompts64"][2] == pytest.approx(1e-4)  # ProRL's rate: only N and the batch differ
+    tuned = {a.name: a.lr for a in p2.control_arms(p, prorl=0.5, brorl=0.25)}
+    assert tuned["N512_prompts64"] == pytest.approx(0.5e-4) and tuned["N512_kl"] == pytest.approx(0.25e-4 * 8**0.5)
+    assert p2.verdict_arm(p, 512, 0.25).name == "N512_lr0.25x" and p2.verdict_arm(p, 16, 0.25).lr == 0.25e-4
+    broad = p2.prompts_arm(p, 0.5)
+    assert (broad.n_rollouts, broad.prompts_per_step) == (512, 128) and broad.lr == pytest.approx(0.5e-4 * 64**0.5)
     assert next(a for a in p2.control_arms(p) if a.name == "N512_kl").kl_coef == 0.001
     iso = p2.iso_arms(p)
     assert len(iso) == 15 and all(a.one_round and a.samples_per_step == 4096 for a in iso)
@@ -257,10 +266,13 @@ def test_the_verdict_and_control_arms_follow_the_paper_shapes():
     [
         (dict(prompts=30), "prompts=30 .* multiple of 4"),
         (dict(budgets=(131072, 65536)), "strictly increasing"),
-        (dict(budgets=(4096, 65536)), "at least 32768"),
+        (dict(budgets=(4096, 65536)), "at least 65536"),
         (dict(seeds=(0,)), "at least 2"),
         (dict(iso_samples=4000), "iso_samples=4000 .* multiple"),
-        (dict(iso_lr_factors=(0.5, 1.0)), "at least three"),
+        (dict(iso_lr_factors=(0.5, 1.0)), "iso_lr_factors=.* at least three"),
+        (dict(lr_factors=(1.0, 0.5, 2.0)), "lr_factors=.* increasing"),
+        (dict(tune_seeds=4), "tune_seeds"),
+        (dict(broad_prompts=512), "at least 262144"),
         (dict(iso_seeds=4), "iso_seeds"),
         (dict(control_seeds=4), "control_seeds"),
     ],
@@ -268,6 +280,38 @@ def test_the_verdict_and_control_arms_follow_the_paper_shapes():
 def test_bad_phase2_settings_are_refused_naming_the_parameter(change, message):
     with pytest.raises(ValueError, match=message):
         phase2(**change).check()
+
+
+def _tune_to_the_end(score_of, grid, seeds=(0, 1, 2), k=3):
+    """Run what ``tuning`` asks for (a score per (factor, seed)) until it settles; the runs made, in order."""
+    done: dict = {}
+    while True:
+        t = p2.tuning(lambda f, seed: done.get((f, seed)), grid, seeds, k)
+        if not t.needs:
+            return t, list(done)
+        for need in t.needs:
+            done[need] = score_of(*need)
+
+
+def test_tuning_extends_the_grid_until_the_best_is_inside_and_seeds_its_neighbours():
+    def score(f, seed):  # best at 1/8, a little seed noise
+        return -((np.log2(f) + 3) ** 2) + 0.01 * seed
+
+    t, runs = _tune_to_the_end(score, (0.5, 1.0, 2.0))
+    assert t.best == 0.125 and t.grid == (0.0625, 0.125, 0.25, 0.5, 1.0, 2.0)
+    assert {f for f, seed in runs if seed > 0} == {0.0625, 0.125, 0.25}  # three seeds at the best and its neighbours
+    assert all(len(v) == 3 for v in t.scores.values())
+    # the first seed's pick overturned by the mean over seeds: its neighbour wins and is seeded in turn
+    noisy = {(0.5, 0): 1.0, (1.0, 0): 0.9, (0.25, 0): 0.0}
+
+    def score2(f, seed):
+        return noisy.get((f, seed), {0.25: 0.5, 0.5: 0.6, 1.0: 0.8, 2.0: 0.1}[f])
+
+    t2, runs2 = _tune_to_the_end(score2, (0.25, 0.5, 1.0, 2.0))
+    assert t2.best == 1.0 and {f for f, s in runs2 if s > 0} == {0.25, 0.5, 1.0, 2.0}
+    # an edge that stays an edge after the allowed extensions is reported at the edge
+    t3, _ = _tune_to_the_end(lambda f, seed: -f, (1.0, 2.0, 4.0), k=1)
+    assert t3.best == t3.grid[0] == 1.0 / 2**p2.MAX_EXTENSIONS
 
 
 # --- the study's report ---
@@ -291,10 +335,16 @@ def _frame():
     return pd.DataFrame(rows)
 
 
-def test_pass1_at_each_budget_is_the_first_evaluation_past_it_and_the_verdict_pairs_seeds():
-    table = sr.at_budgets(_frame(), (65536, 131072))
+def test_pass1_at_each_budget_is_the_first_evaluation_past_it_and_the_verdict_pairs_seeds(monkeypatch):
+    frame = _frame()
+    table = sr.at_budgets(frame, (65536, 131072))
     assert set(table["step"]) == {5, 9} and (table["start_pass1"] == 0.5).all()
-    v = sr.verdict(table, (65536, 131072), ["N512"])
+    noise = np.random.default_rng(0).normal(0, 0.01, size=40)  # each prompt's own offset, the same in every run
+    by_run = frame.set_index(["arm", "seed", "step"])["pass1"]
+    monkeypatch.setattr(sr, "per_prompt", lambda root, s, arm, seed, step: by_run[(arm, seed, step)] + noise)
+    p = phase2(budgets=(65536, 131072))
+    v = sr.verdict(table, p, {}, None, None)  # nothing tuned yet: the rule's rates only
+    assert set(v["rates"]) == {"rule"}
     first = v[(v["budget"] == 65536) & (v["comparison"] == "N512 - N16")].iloc[0]
     assert first["mean"] == pytest.approx(0.05) and first["seeds"] == 3 and first["direction"] == "higher"
     assert first["sign_flip_p_greater"] == 1 / 8
@@ -318,7 +368,7 @@ def tiny_study() -> study.StudySettings:
         phase1_max_steps=8,
         eval_every=1,
         snapshot_every=1,
-        plateau_rule=plateau_module.PlateauRule(2, 0.05, 0.01),
+        plateau_rule=plateau_module.PlateauRule(2, 0.05, 0.01, (0.0, 0.01, 0.0625, 0.5, 0.95, 1.0)),
         base_lr=1e-3,
         mini_batches=2,
         temperature=1.0,
@@ -340,6 +390,7 @@ def tiny_phase2() -> p2.Phase2Settings:
         iso_seeds=2,
         control_seeds=1,
         kl_coef=0.01,
+        broad_prompts=2,
     )
 
 
@@ -384,20 +435,52 @@ def test_every_planned_phase2_run_finished_with_its_accounting_and_fate(tiny_roo
     planned = p2.plan(s, p, tiny_root)
     c = study.chosen(s, tiny_root)
     assert all(p2.finished(tiny_root, c, a, seed) for a, seed in planned)
-    roles = [a.role for a, _ in planned]
-    assert roles.count("paper") == 4 and roles.count("isocompute") == 6 + 2 and roles.count("control") == 3
+    assert sr.phase2_status(tiny_root, s, p)["pending"] == 0
+    verdict_t, iso_t = sr.tunings(tiny_root, s, p)
+    assert all(t.best is not None for t in [*verdict_t.values(), *iso_t.values()])  # every tuning settled
+    names = {(a.name, seed) for a, seed in planned}
+    f16, f512 = verdict_t[16].best, verdict_t[512].best
+    for seed in p.seeds:  # the verdict at the rule's rates and at the tuned ones, and BroRL at broad_prompts
+        for arm in (p2.verdict_arm(p, 16), p2.verdict_arm(p, 512), p2.verdict_arm(p, 16, f16),
+                    p2.verdict_arm(p, 512, f512), p2.prompts_arm(p, f512)):  # fmt: skip
+            assert (arm.name, seed) in names
+    assert {a.name for a, _ in planned if a.role == "control"} == {a.name for a in p2.control_arms(p, f16, f512)}
     frame = p2.collect(s, p, tiny_root)
+    assert {"entropy", "kl_ref"} <= set(frame.columns) and frame.loc[frame["step"] > 0, "entropy"].gt(0).all()
+    assert frame.loc[frame["kept_samples"] > 0, "kl_ref"].notna().all()  # measured on the kept batch, when there is one
     acct = sr.accounting(frame)
     assert (acct["generated"] >= 4096).all() and (acct["kept_fraction"] <= 1).all()
     verdict_runs = acct[acct["arm"].isin(["N16", "N512"])]
     assert (verdict_runs["surplus_groups"] <= 3 * verdict_runs["steps"]).all()  # a few surplus groups a step at most
     fate = sr.prompt_fate(tiny_root, s, p)
-    assert set(fate["arm"]) == {"N16", "N512", "N16_batch32", "N512_prompts4", "N512_kl"}
+    assert {"N16", "N512", "N512_prompts2"} <= set(fate["arm"])
     table = sr.at_budgets(frame, p.budgets)
-    v = sr.verdict(table, p.budgets, ["N512"])
-    assert set(v["comparison"]) == {"N512 - N16", "N16 - plateau"} and (v["seeds"] == 2).all()
-    iso = sr.isocompute(table, p.budgets)
+    v = sr.verdict(table, p, {16: f16, 512: f512}, tiny_root, s)
+    assert {"rule", "tuned"} == set(v["rates"]) and {"N512 - N16", "N16 - plateau"} <= set(v["comparison"])
+    assert (v["seeds"] == 2).all() and (v["ci_low_seeds_prompts"] <= v["mean"] + 1e-12).all()
+    iso = sr.isocompute(table, iso_t)
     assert set(iso["n_rollouts"]) == {8, 32} and iso.groupby("n_rollouts")["best_lr"].any().all()
+    best = iso[iso["best_lr"]]
+    assert (best.groupby("n_rollouts")["seeds"].min() == p.iso_seeds).all()
+    assert {"grid", "best", "at_edge"} <= set(sr.tuning_table(verdict_t, iso_t).columns)
+    assert len(list(tiny_root.rglob("tensorboard/events.out.tfevents.*"))) >= len(planned)  # one log per run at least
+
+
+def test_two_way_interval_widens_with_prompt_noise_and_repeats_bit_for_bit():
+    rng = np.random.default_rng(1)
+    seeds_only = rng.normal(0.1, 0.05, size=(6, 1)) + np.zeros((6, 200))
+    with_prompts = seeds_only + rng.normal(0, 0.3, size=(6, 200))
+    lo1, hi1 = sr.two_way_interval(seeds_only)
+    lo2, hi2 = sr.two_way_interval(with_prompts)
+    assert lo1 < 0.1 < hi1 and hi2 - lo2 > hi1 - lo1
+    assert sr.two_way_interval(with_prompts) == (lo2, hi2)
+
+
+def test_a_run_held_by_a_live_process_is_skipped_and_a_dead_ones_lock_is_taken_over(tmp_path):
+    folder = tmp_path / "run"
+    assert p2._claim_lock(folder) and not p2._claim_lock(folder)  # this process holds it
+    (folder / p2.LOCK).write_text("999999999")  # no such process
+    assert p2._claim_lock(folder) and (folder / p2.LOCK).read_text() == str(os.getpid())
 
 
 def test_bands_pair_each_arm_with_prorl_per_plateau_band(tiny_root):
@@ -405,12 +488,11 @@ def test_bands_pair_each_arm_with_prorl_per_plateau_band(tiny_root):
     table = sr.at_budgets(p2.collect(s, p, tiny_root), p.budgets)
     edges = [0.0, 0.01, 1.0]
     bands = sr.bands(table, tiny_root, s, edges)
-    assert set(bands["arm"]) == {"N16", "N512", "N16_batch32", "N512_prompts4", "N512_kl"}
+    assert {"N16", "N512", "N512_prompts2", "N16_batch32", "N512_kl"} <= set(bands["arm"])
     assert bands.groupby("arm")["prompts"].sum().eq(s.n_test).all()  # every held-out prompt in one band
     base = study.folder(tiny_root, study.chosen(s, tiny_root)) / p2.ARMS
     last = table[table["budget"] == p.budgets[-1]].set_index(["arm", "seed"])["step"]
-    start = np.load(base / "N16" / "seed0" / "pass1_step0.npy")
-    pick = uq.band_of(start, edges) == 0
+    pick = uq.band_of(sr.banding_values(tiny_root, s), edges) == 0  # banded before the plateau, not at it
     d = [
         np.load(base / a / f"seed{k}" / f"pass1_step{last[(a, k)]}.npy")[pick].mean()
         for a in ("N512", "N16")

@@ -39,18 +39,21 @@ COLUMNS = {  # artifact -> role -> the CSV column a verdict reads
         "rg_mean": "rg_category_mean",
     },
     "laptop_rlvr_verdict": {
+        "rates": "rates",
         "comparison": "comparison",
         "budget": "budget",
         "seeds": "seeds",
         "delta": "mean",
-        "low": "ci_low",
-        "high": "ci_high",
-        "p": "p_value",
+        "low": "ci_low_seeds_prompts",
+        "high": "ci_high_seeds_prompts",
         "sign_flip": "sign_flip_p_two_sided",
         "direction": "direction",
     },
     "laptop_rlvr_plateau": {
         "candidate": "candidate",
+        "step": "step",
+        "cap": "cap",
+        "flat": "plateau_reached",
         "pass1": "pass1",
         "low_q": "low_q_share_exact",
         "kept": "kept_fraction",
@@ -134,17 +137,21 @@ def averages(rows: Rows) -> str:
 
 
 def laptop(rows: Rows) -> str:
-    """Notebook 04's comparisons to ProRL at the largest budget (ProRL's own gain since the plateau left out)."""
+    """Notebook 04's comparisons to ProRL at the largest budget (ProRL's own gain since the plateau left out), at
+    the rule's rates and at tuned ones; the interval counts seeds and held-out prompts."""
     records = _records(rows, "laptop_rlvr_verdict")
     last = max((_num(r["budget"]) for r in records), default=float("nan"))
     said = [
-        f"{r['comparison']}: {r['direction']}, Δpass@1 {_num(r['delta']):+.3f} (95% CI {_num(r['low']):+.3f} to "
-        f"{_num(r['high']):+.3f}, t test p = {_num(r['p']):.2g}, sign-flip p = {_num(r['sign_flip']):.2g}, "
-        f"{r['seeds']} seeds) at {last:,.0f} samples"
+        f"{r['rates']} rates, {r['comparison']}: {r['direction']}, Δpass@1 {_num(r['delta']):+.3f} (95% CI over "
+        f"seeds and prompts {_num(r['low']):+.3f} to {_num(r['high']):+.3f}, sign-flip p = "
+        f"{_num(r['sign_flip']):.2g}, {r['seeds']} seeds) at {last:,.0f} samples"
         for r in records
         if _num(r["budget"]) == last and "plateau" not in r["comparison"]
     ]
-    return "; ".join(said) or "no comparison at the largest budget"
+    return (
+        "; ".join(said)
+        or "in progress: no comparison has two finished seeds yet (the learning rates are being bracketed)"
+    )
 
 
 def gates(rows: Rows) -> str:
@@ -156,12 +163,13 @@ def gates(rows: Rows) -> str:
         "kept": f"kept fraction {_num(r['kept']):.2f}",
     }
     failed = [text for key, text in measured.items() if r[f"gate_{key}"].strip().lower() != "true"]
+    flat = r["flat"].strip().lower() == "true"
+    where = f"at its plateau (step {r['step']}, shown flat)" if flat else (
+        f"at step {r['step']}, phase 1's cap, reached before the plateau was shown flat")  # fmt: skip
     if not failed:
-        return f"{r['candidate']} passed every gate at its plateau ({', '.join(measured.values())})"
-    return (
-        f"{r['candidate']} failed the gate on {', '.join(failed)} at its plateau: the regime the paper's argument "
-        "needs was not reached"
-    )
+        return f"{r['candidate']} passed every gate {where} ({', '.join(measured.values())})"
+    needs = "the regime the paper's argument needs was not reached"
+    return f"{r['candidate']} failed the gate on {', '.join(failed)} {where}: {needs}"
 
 
 def plan(rows: Rows) -> str:

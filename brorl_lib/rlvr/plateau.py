@@ -1,22 +1,26 @@
 """From a warm start to a plateau.
 
 Phase 1 trains ProRL (N=16) in chunks of ``eval_every`` steps. It ends when held-out pass@1, smoothed over
-``window`` evaluations, stops rising: per instance, the mean over the last ``window`` evaluations against the
-mean over the ``window`` before them, a one-sided paired t-test across instances of a rise above ``min_rise``
-(the two windows share no evaluation, so the test is sound). What the plateau looks like (the regime the paper's
-argument needs, and its gates) is measured by ``study.regime``.
+``window`` evaluations, is shown flat: per instance, the mean over the last ``window`` evaluations minus the mean
+over the ``window`` before them (the rise; the two windows share no evaluation); the plateau is declared when the
+one-sided upper ``1 - alpha`` bound of the mean rise across instances (Student t) is below ``min_rise``, over
+all held-out instances and within every band of pass@1 (each instance banded by its mean over both windows, so
+that no band is chosen by one window's noise). The burden is on flatness: a rise that cannot be told from zero
+is not a plateau until its upper bound is small (an equivalence, not a significance, test). What the plateau
+looks like (the regime the paper's argument needs, and its gates) is measured by ``study.regime``.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 from tqdm.auto import tqdm
 
-from brorl_lib.core import atomic, stats
+from brorl_lib.core import atomic
 from brorl_lib.facts.protocol import SamplingParams
 from brorl_lib.models import tiny
 from brorl_lib.rlvr import warm_start
@@ -31,8 +35,9 @@ WARM_START_BATCH = 32  # supervised examples per warm-start step (our choice)
 @dataclass(frozen=True)
 class PlateauRule:
     window: int  # evaluations per smoothing window (two windows are compared)
-    alpha: float  # plateau once the rise is not significant at this one-sided level
-    min_rise: float  # a rise of the smoothed pass@1 smaller than this counts as flat (our choice)
+    alpha: float  # one-sided level of the upper bound on the rise (0.05: a 95% bound)
+    min_rise: float  # flat: the upper bound of the rise per window is below this (our choice)
+    bands: tuple[float, ...] = (0.0, 1.0)  # edges of the pass@1 bands each checked on its own, increasing
 
 
 def warm_start_model(shape: tiny.TinyModelShape, train: list[LaptopInstance], steps: int, lr: float, seed: int,
@@ -59,23 +64,45 @@ def pass1_files(folder: Path, prefix: str = "pass1") -> list[tuple[int, Path]]:
     return sorted((int(p.stem.removeprefix(f"{prefix}_step")), p) for p in files)
 
 
+def rule_record(rule: PlateauRule) -> dict:
+    """The rule as its JSON record stores it (a record judged by another rule is judged again)."""
+    return json.loads(json.dumps(asdict(rule)))
+
+
+def rise_bound(rise: np.ndarray, alpha: float) -> dict:
+    """Mean rise across instances, its standard error and one-sided upper ``1 - alpha`` Student-t bound (the
+    mean itself when every rise is equal: nothing to test)."""
+    n = rise.size
+    se = float(rise.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
+    upper = float(rise.mean()) + (float(stats.t.ppf(1 - alpha, n - 1)) * se if se > 0 else 0.0)
+    return {"prompts": int(n), "rise": float(rise.mean()), "rise_se": se, "rise_upper": upper}
+
+
 def smoothed_rise(folder: Path, rule: PlateauRule, upto: int | None = None) -> dict | None:
     """The plateau test on the evaluations saved so far (``upto``: those of steps up to it); None until there are
-    two windows of them. A series exactly flat on every instance (no variance to test) is a plateau."""
+    two windows of them. ``bands``: the test within each pass@1 band (a band of fewer than two instances has no
+    bound and does not decide)."""
     files = [(k, p) for k, p in pass1_files(folder) if upto is None or k <= upto]
     if len(files) < 2 * rule.window:
         return None
     last = np.mean([np.load(p) for _, p in files[-rule.window :]], axis=0)
     before = np.mean([np.load(p) for _, p in files[-2 * rule.window : -rule.window]], axis=0)
-    test = stats.paired_test(last - rule.min_rise, before, "greater")
     rise = last - before
+    overall = rise_bound(rise, rule.alpha)
+    from brorl_lib.rlvr import update_quality as uq
+
+    band = uq.band_of((last + before) / 2, list(rule.bands))
+    bands = []
+    for k, label in enumerate(uq.band_labels(list(rule.bands))):
+        b = rise_bound(rise[band == k], rule.alpha) if (band == k).any() else {"prompts": 0}
+        b["flat"] = bool(b["prompts"] < 2 or b["rise_upper"] < rule.min_rise)
+        bands.append({"band": label} | b)
     return {
         "step": files[-1][0],
         "smoothed_pass1": float(last.mean()),
-        "rise": float(rise.mean()),
-        "rise_se": float(rise.std(ddof=1) / np.sqrt(rise.size)),
-        "p_rising": test["p"],
-        "plateau": not test["p"] <= rule.alpha,  # p is NaN when every difference is exactly 0
+        **{k: v for k, v in overall.items() if k != "prompts"},
+        "plateau": bool(overall["rise_upper"] < rule.min_rise and all(b["flat"] for b in bands)),
+        "bands": bands,
     }
 
 
@@ -98,9 +125,9 @@ def phase1(
     record_path = folder / PLATEAU
     if record_path.exists():
         record = json.loads(record_path.read_text())
-        if record["plateau"] or record["step"] >= max_steps:
+        if record.get("rule") == rule_record(rule) and (record["plateau"] or record["step"] >= max_steps):
             return record
-        record_path.unlink()  # capped earlier (the screen's short phase 1): train on
+        record_path.unlink()  # capped earlier (the screen's short phase 1) or judged by another rule: test again
     bar = tqdm(total=max_steps, desc=arm.name, disable=not progress, unit="steps")  # its sample budget is unbounded
     while True:
         # test before training: a phase 1 cut after its last chunk but before its record must not train past it
@@ -113,8 +140,9 @@ def phase1(
             bar.set_postfix(pass1=f"{test_result['smoothed_pass1']:.3f}", rise=f"{test_result['rise']:+.4f}")
         if (test_result and test_result["plateau"]) or done >= max_steps:
             bar.close()
-            record = {"step": done, "cap": max_steps, **(test_result or {"plateau": False})}
+            record = {"step": done, "cap": max_steps, **(test_result or {"plateau": False}), "rule": rule_record(rule)}
             atomic.write_text(record_path, json.dumps(record, indent=2))
             return record
         chunk = min(arm.eval_every, max_steps - done)
-        run_arm(start, train, test, arm, folder, protocol, chunk, False, device, scorer=scorer, keep_every=keep_every)
+        run_arm(start, train, test, arm, folder, protocol, chunk, False, device, scorer=scorer, keep_every=keep_every,
+                log_kl=False)  # fmt: skip

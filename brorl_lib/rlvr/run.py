@@ -174,6 +174,16 @@ def recover_checkpoint(folder: Path) -> None:
             return
 
 
+TENSORBOARD = "tensorboard"  # event files beside metrics.csv (not committed: they carry wall-clock times)
+
+
+def log_scalars(writer, row: dict) -> None:
+    """One step's numeric metrics as TensorBoard scalars (``tensorboard --logdir <run folder>/tensorboard``)."""
+    for key, value in row.items():
+        if key != "step" and isinstance(value, (int, float)) and np.isfinite(value):
+            writer.add_scalar(key, value, row["step"])
+
+
 def run_arm(
     start: Path,
     train: list[LaptopInstance],
@@ -188,6 +198,7 @@ def run_arm(
     scorer: Scorer | None = None,
     keep_every: int = 0,
     count_kept: bool = False,
+    log_kl: bool = True,
 ) -> pd.DataFrame:
     """Train from the checkpoint at ``start`` (or resume from ``out_dir``); returns every step's metrics.
 
@@ -199,6 +210,7 @@ def run_arm(
     (``scorer``: how; default the protocol's sampled pass@1). ``keep_every`` > 0 also keeps a copy of the
     checkpoint every that many steps, as ``snapshots/step<k>/``. ``count_kept`` counts how often each training
     prompt's group was kept (trained on), saved as ``kept_counts.npy`` (by index into ``train``) when done.
+    ``log_kl`` logs each step's KL to the start checkpoint (``kl_ref``; it needs the start's weights).
     """
     out_dir = Path(out_dir)
     if (out_dir / DONE).exists():
@@ -207,7 +219,8 @@ def run_arm(
     recover_checkpoint(ckpt)
     resume = (ckpt / "state.json").exists()
     policy, tokenizer = tiny.load(ckpt if resume else start, device)
-    reference = tiny.load(start, device)[0].eval() if settings.step.kl_coef > 0 else None
+    # the KL term's anchor (kl_coef > 0) and the logged kl_ref: the start's weights (a warm start's are not kept)
+    reference = tiny.load(start, device)[0].eval() if settings.step.kl_coef > 0 or log_kl else None
     optimizer = torch.optim.AdamW(policy.parameters(), lr=settings.lr)
     generator = torch.Generator().manual_seed(settings.seed)
     rows: list[dict] = []
@@ -254,6 +267,9 @@ def run_arm(
     def draw(k: int) -> list[LaptopInstance]:
         return [train[i] for i in torch.randint(len(train), (k,), generator=generator).tolist()]
 
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(out_dir / TENSORBOARD))  # one event file per call (a resumed run adds one)
     while state["samples"] < settings.sample_budget and (stop_at is None or state["step"] < stop_at):
         m = rl_step(policy, tokenizer, optimizer, draw, settings.prompts_per_step, settings.step, generator, reference)
         before = state["samples"]
@@ -275,6 +291,8 @@ def run_arm(
             "pass_rate": m["pass_rate"],
             "grad_norm": m["grad_norm"],
             "updates": m["updates"],
+            "entropy": m["entropy"],
+            "kl_ref": m["kl_ref"],
             "pass1": np.nan,
             "pass1_se": np.nan,
         }
@@ -286,6 +304,7 @@ def run_arm(
                 policy, tokenizer, test, validation, protocol, settings.seed, out_dir, state["step"], scorer
             )
         rows.append(row)
+        log_scalars(writer, row)
         bar.update(m["samples"])
         if state["step"] % settings.checkpoint_every == 0 or done or not np.isnan(row["pass1"]):
             atomic.write_text(out_dir / METRICS, pd.DataFrame(rows).to_csv(index=False, lineterminator="\n"))
@@ -295,6 +314,7 @@ def run_arm(
             if not snapshot.exists():
                 _save_checkpoint(snapshot, policy, tokenizer, optimizer, generator, state, kept_counts)
     bar.close()
+    writer.close()
     if state["samples"] >= settings.sample_budget:
         if count_kept:
             save_array(out_dir / KEPT_COUNTS, kept_counts)

@@ -163,11 +163,15 @@ def rl_step(
     Returns the step's metrics: generated ``samples`` (every round, before the filter), ``kept_samples`` (the
     trained batch), ``rounds``, ``capped`` (the cap stopped the refill with the batch not full), the reward mean
     and pass rate (share of generated samples in mixed groups) over every round, the mean gradient norm before
-    clipping, time, response tokens generated and the prompts of the kept groups (``kept_prompts``)."""
+    clipping, time, response tokens generated and the prompts of the kept groups (``kept_prompts``); ``entropy``:
+    the policy's mean entropy per response token at the training temperature, estimated on every generated
+    token (minus its sampled log-prob, nats); with a ``reference``, ``kl_ref``: KL(policy || reference) per
+    token on the kept batch before the update (the k1 estimator on tokens the policy sampled, nats)."""
     check_int("prompts", prompts, low=1)
     t0 = time.perf_counter()
     policy.eval()
     parts, part_rewards, rounds, generated, tokens, reward_sum, mixed = [], [], 0, 0, 0, 0.0, 0
+    surprisal = 0.0  # minus the sampled log-probs, summed over every generated token
     kept_groups = drawn = mixed_groups = 0
     kept_prompts: list[str] = []
     while kept_groups < prompts and rounds < settings.max_rounds:
@@ -180,6 +184,7 @@ def rl_step(
         mixed_groups += len(mixed_here)
         generated += len(rewards)
         tokens += rollouts.n_tokens
+        surprisal -= float((rollouts.log_probs * rollouts.response_mask).sum())
         reward_sum += float(rewards.sum())
         mixed += int(keep.sum())
         groups = mixed_here[: prompts - kept_groups]  # verl trims the batch to its size
@@ -202,6 +207,8 @@ def rl_step(
         "generation_s": t_gen,
         "updates": 0,
         "grad_norm": float("nan"),
+        "entropy": surprisal / max(1, tokens),
+        "kl_ref": float("nan"),
         "kept_prompts": kept_prompts,  # the prompt of each kept group (not a CSV column)
     }
     if not parts:
@@ -212,7 +219,13 @@ def rl_step(
     adv = alg.advantages(settings.advantage_estimator, kept_rewards, kept.response_mask, kept.group)
     old_lp = kept.log_probs  # the sampling policy's own log-probs: the step starts on-policy
     with torch.no_grad():
-        ref_lp = alg.response_log_probs(reference, kept, settings.temperature) if reference is not None else None
+        ref_lp = None
+        if reference is not None:  # in micro-batches, as the update's forward passes
+            rows = torch.split(torch.arange(len(kept.texts), device=kept.group.device), settings.micro_batch)
+            parts = [alg.response_log_probs(reference, rows_of(kept, r), settings.temperature) for r in rows]
+            ref_lp = torch.cat(parts)
+    if ref_lp is not None:
+        metrics["kl_ref"] = float(((old_lp - ref_lp) * kept.response_mask).sum() / kept.response_mask.sum())
     policy.train()
     norms = []
     order = torch.randperm(len(kept.texts), generator=generator).to(kept.group.device)

@@ -298,7 +298,9 @@ def plateau_stage(settings: StudySettings, root: Path, progress: bool = True) ->
     c = chosen(settings, root)
     path = folder(root, c) / PLATEAU_RECORD
     if path.exists():
-        return json.loads(path.read_text())
+        record = json.loads(path.read_text())
+        if record.get("rule") == plateau.rule_record(settings.plateau_rule):
+            return record
     ended = _phase1(settings, c, root, settings.phase1_max_steps, progress)
     record = {"candidate": c.key, "plateau_reached": bool(ended["plateau"]), **ended, **regime(settings, c, root)}
     atomic.write_text(path, json.dumps(record, indent=2))
@@ -359,12 +361,18 @@ def quality_checkpoints(settings: StudySettings, root: Path) -> dict[str, Path]:
 
 
 def update_quality_stage(
-    settings: StudySettings, quality: UpdateQualitySettings, root: Path, extra: dict | None = None, progress=True
+    settings: StudySettings,
+    quality: UpdateQualitySettings,
+    root: Path,
+    extra: dict | None = None,
+    progress=True,
+    compute: bool = True,
 ):
     """The update-quality grid at the chosen phase 1's checkpoints of ``quality.stages``, in that order (and
     ``extra``: name -> (checkpoint, training prompts, measured prompts per task, learning rate of S samples)),
     saved under ``update_quality/``; the learning rate of an update of S samples is phase 1's by the square-root
-    rule; returns the raw rows (of those checkpoints and ``extra``)."""
+    rule; returns the raw rows (of those checkpoints and ``extra``). ``compute`` false: only the rows already
+    saved (a checkpoint not yet measured has none)."""
 
     from brorl_lib.rlvr import update_quality as uq
 
@@ -379,6 +387,10 @@ def update_quality_stage(
     found = quality_checkpoints(settings, root)
     name_of = {name.split("-")[0]: name for name in found}  # "plateau-step390" -> stage "plateau"
     points = {name_of[s]: (found[name_of[s]], train, {"countdown": measured}, lr_of) for s in quality.stages}
+    if not compute:
+        saved = [Path(root) / "update_quality" / f"{name}.csv" for name in points | (extra or {})]
+        frames = [pd.read_csv(path) for path in saved if path.exists()]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=uq.RAW_COLUMNS)
     return uq.run_grid(
         points | (extra or {}),
         list(quality.q_bands),

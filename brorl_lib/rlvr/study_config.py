@@ -41,8 +41,10 @@ class CountdownStudyConfig(NotebookConfig):
     snapshot_every: int = param(1, "phase-1 steps between kept checkpoints (the update-quality stages)", low=1,
                                high=100_000)  # fmt: skip
     plateau_window: int = param(2, "evaluations per window of the plateau test (two are compared)", low=2, high=1000)
-    plateau_alpha: float = param(0.05, "plateau once the smoothed rise is not significant at this level", low=0.0)
-    plateau_min_rise: float = param(0.01, "a smoothed rise below this counts as flat (our choice)", low=0.0, high=1.0)
+    plateau_alpha: float = param(0.05, "one-sided level of the upper bound on the smoothed rise (0.05: 95%)", low=0.0,
+                                 low_open=True, high=0.5)  # fmt: skip
+    plateau_min_rise: float = param(0.01, "flat: the rise's upper bound per window is below this, overall and in every "
+                                    "q band (our choice)", low=0.0, low_open=True, high=1.0)  # fmt: skip
     base_lr: float = param(1e-3, "eta0: AdamW learning rate of phase 1 and of ProRL", **LEARNING_RATE)
     mini_batches: int = param(2, "PPO updates per step, the same in every arm", low=1, high=64)
     temperature: float = param(1.0, "rollout temperature in training (our choice)", **TEMPERATURE)
@@ -77,9 +79,20 @@ class CountdownStudyConfig(NotebookConfig):
         [0.5, 1.0, 2.0], "multiples of the rule's learning rate in the IsoCompute grid, increasing", low=0.01,
         high=100.0, distinct=True, max_items=MAX_GRID,
     )  # fmt: skip
-    iso_seeds: int = param(2, "seeds of each N's best IsoCompute learning rate", low=1, high=MAX_SEEDS)
+    iso_seeds: int = param(2, "seeds at each N's best IsoCompute learning rate and its two neighbours", low=1,
+                           high=MAX_SEEDS)  # fmt: skip
+    lr_factors: list[float] = param(
+        [0.5, 1.0, 2.0], "the verdict arms' tuning grid: multiples of each arm's square-root-rule rate, increasing "
+        "(extended while the best is at an edge)", low=0.001, high=64.0, distinct=True, max_items=MAX_GRID,
+    )  # fmt: skip
+    tune_seeds: int = param(2, "seeds at each verdict arm's best multiple and its two neighbours", low=1,
+                            high=MAX_SEEDS)  # fmt: skip
+    broad_prompts: int = param(2, "BroRL's prompts per step in the prompts-per-step arm (paper: 128)", low=1,
+                               high=4096)  # fmt: skip
     control_seeds: int = param(1, "seeds of the controls (0: none)", low=0, high=MAX_SEEDS)
     kl_coef: float = param(0.01, "KL weight of the KL-anchored BroRL control", low=0.0, low_open=True, high=100.0)
+    train: bool = param(True, "train what the study still needs; false: read back finished runs only (the phase-2 "
+                        "runs then come from python -m brorl_lib.rlvr phase2)")  # fmt: skip
     runs_dir: str = param("build/runs/laptop_rlvr_countdown_quick", "results folder, relative to the repository root",
                           nonempty=True)  # fmt: skip
     gpu_rows_dir: str = param(
@@ -107,7 +120,9 @@ class CountdownStudyConfig(NotebookConfig):
             phase1_max_steps=self.phase1_max_steps,
             eval_every=self.eval_every,
             snapshot_every=self.snapshot_every,
-            plateau_rule=PlateauRule(self.plateau_window, self.plateau_alpha, self.plateau_min_rise),
+            plateau_rule=PlateauRule(
+                self.plateau_window, self.plateau_alpha, self.plateau_min_rise, tuple(self.q_bands)
+            ),
             base_lr=self.base_lr,
             mini_batches=self.mini_batches,
             temperature=self.temperature,
@@ -136,6 +151,9 @@ class CountdownStudyConfig(NotebookConfig):
             iso_rollouts=tuple(self.iso_rollouts),
             iso_lr_factors=tuple(self.iso_lr_factors),
             iso_seeds=self.iso_seeds,
+            lr_factors=tuple(self.lr_factors),
+            tune_seeds=self.tune_seeds,
+            broad_prompts=self.broad_prompts,
             control_seeds=self.control_seeds,
             kl_coef=self.kl_coef,
         )

@@ -1,23 +1,34 @@
 """Phase 2 of the countdown study: every arm continues the plateau checkpoint (weights and AdamW moments) under
 several seeds and is evaluated, exactly, at each sample budget; generated samples (Table 1's column) are what
-the arms spend equally. Three families of arms, run in this order (a run cut short lacks the later ones):
+the arms spend equally. The families of arms, in the order they run (a run cut short lacks the later ones):
 
-1. **verdict** (paper §4.2.1): ProRL, N=16 x P kept prompts at eta0; BroRL, N=512 x P/4 at eta0 * sqrt(8); the
-   kept batch refilled to full, drawing only the shortfall (``StepSettings.refill``);
-2. **IsoCompute**: a fixed G generated samples a step (one round of G/N prompts, no refill) for each N of
-   ``iso_rollouts``, at three or more multiples of the square-root rule's learning rate on the first seed; the
-   multiple best on the validation split at the last budget is then run under the other seeds;
-3. **controls**: the batch-size control (N=16 x 8P prompts, BroRL's kept batch), a prompt-matched BroRL
-   (N=512 x P) and a KL-anchored BroRL, each at its rule's learning rate.
+1. **tuning** of the verdict's two arms (ProRL, N=16 x P kept prompts; BroRL, N=512 x P/4), each at multiples
+   ``lr_factors`` of its square-root rule rate (eta0 * sqrt(kept samples per step / 16P), paper §4.2.1) on the
+   first seed, the grid extended by halving (doubling) while the best is at its lower (upper) edge; then
+   ``tune_seeds`` seeds at the best multiple and its two neighbours, the best picked on the validation split's
+   mean over those seeds at the last budget (``tuning``);
+2. **verdict** (paper §4.2.1) under every seed, twice: both arms at the rule's rate (multiple 1, the paper's
+   protocol) and each at its own tuned multiple (best against best); the kept batch refilled to full, drawing
+   only the shortfall (``StepSettings.refill``);
+3. **prompts per step** (role "paper"): BroRL at the paper's own ``broad_prompts`` prompts a step (N=512), at its
+   tuned multiple of its rule rate, under every seed;
+4. **IsoCompute**: a fixed G generated samples a step (one round of G/N prompts, no refill) for each N of
+   ``iso_rollouts``, its learning-rate multiple tuned the same way (``iso_seeds`` seeds);
+5. **controls**, at tuned rates: the batch-size control (N=16 x 8P prompts, BroRL's kept batch, BroRL's rate), the
+   prompt-matched BroRL (N=512 x P, ProRL's rate: only N and the batch differ) and a KL-anchored BroRL.
 
-Every run also counts how often each training prompt was kept; the verdict and control runs, when done, also
-record every training prompt's exact q (``q_train_end.npy``): the per-prompt fate.
+Every run also counts how often each training prompt was kept; the verdict, prompts and control runs, when done,
+also record every training prompt's exact q (``q_train_end.npy``): the per-prompt fate. Two processes may run
+the plan side by side: each run is claimed by a lock file while it trains.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import shutil
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -30,12 +41,14 @@ from brorl_lib.facts import arms
 from brorl_lib.facts.arms import Arm
 from brorl_lib.facts.setup import scaled_learning_rate
 from brorl_lib.models import tiny
-from brorl_lib.rlvr import study
+from brorl_lib.rlvr import plateau, study
 from brorl_lib.rlvr.run import CHECKPOINT, DONE, ArmSettings, run_arm, save_array
 from brorl_lib.rlvr.step import StepSettings
 
 BROAD_N, PROMPT_RATIO = arms.PAPER_BROAD_N, arms.PROMPT_RATIO  # paper Table 1: N=512; 512 : 128 prompts a step
-ARMS, Q_END, EVAL_BUDGETS_OF = "arms", "q_train_end.npy", "budgets"
+ARMS, Q_END, LOCK = "arms", "q_train_end.npy", "running.lock"
+MAX_EXTENSIONS = 4  # a tuning grid is extended by at most this many halvings (doublings) past its ends (ours)
+WAIT_S = 30  # a second process waits this long for a run another one holds before planning again
 
 
 @dataclass(frozen=True)
@@ -47,9 +60,12 @@ class Phase2Settings:
     iso_samples: int  # G: generated samples per IsoCompute step
     iso_rollouts: tuple[int, ...]
     iso_lr_factors: tuple[float, ...]  # multiples of the rule's learning rate, at least three
-    iso_seeds: int  # seeds of each N's best learning rate (the first runs the whole grid)
+    iso_seeds: int  # seeds at each N's best multiple and its neighbours
     control_seeds: int  # the first this many seeds run the controls (0: none)
     kl_coef: float  # the KL-anchored control's weight
+    lr_factors: tuple[float, ...] = (0.5, 1.0, 2.0)  # the verdict arms' tuning grid, multiples of their rule rate
+    tune_seeds: int = 2  # seeds at the verdict arms' best multiple and its neighbours
+    broad_prompts: int = 128  # BroRL's prompts per step in the prompts-per-step arm (paper Table 1: 128)
 
     def check(self) -> None:
         check_int("prompts", self.prompts, low=PROMPT_RATIO)
@@ -69,20 +85,25 @@ class Phase2Settings:
                     f"iso_samples={self.iso_samples} is not allowed: it must be a multiple of every N of "
                     f"iso_rollouts={list(self.iso_rollouts)} (G/N prompts a step)"
                 )
-        if len(self.iso_lr_factors) < 3 or sorted(set(self.iso_lr_factors)) != list(self.iso_lr_factors):
-            raise ValueError(
-                f"iso_lr_factors={list(self.iso_lr_factors)} is not allowed: give at least three, increasing, so "
-                "that a best inside the grid is bracketed"
-            )
-        for f in self.iso_lr_factors:
-            check_positive("iso_lr_factors item", f)
+        for name in ("iso_lr_factors", "lr_factors"):
+            grid = list(getattr(self, name))
+            if len(grid) < 3 or sorted(set(grid)) != grid:
+                raise ValueError(
+                    f"{name}={grid} is not allowed: give at least three, increasing, so that a best inside the "
+                    "grid is bracketed"
+                )
+            for f in grid:
+                check_positive(f"{name} item", f)
         check_int("iso_seeds", self.iso_seeds, low=1, high=len(self.seeds))
+        check_int("tune_seeds", self.tune_seeds, low=1, high=len(self.seeds))
         check_int("control_seeds", self.control_seeds, low=0, high=len(self.seeds))
+        check_int("broad_prompts", self.broad_prompts, low=1)
         check_positive("kl_coef", self.kl_coef)
-        if self.budgets[0] < BROAD_N * self.prompts:
+        largest = BROAD_N * max(self.prompts, self.broad_prompts)
+        if self.budgets[0] < largest:
             raise ValueError(
-                f"budgets={list(self.budgets)} is not allowed: the first must be at least {BROAD_N * self.prompts}, "
-                "the largest kept batch (the prompt-matched control's)"
+                f"budgets={list(self.budgets)} is not allowed: the first must be at least {largest}, the largest "
+                "kept batch (N=512 x max(prompts, broad_prompts))"
             )
 
     def rule_lr(self, samples_per_step: int) -> float:
@@ -90,53 +111,51 @@ class Phase2Settings:
         return scaled_learning_rate(self.base_lr, study.BASE_N * self.prompts, samples_per_step)
 
 
+def verdict_arm(p: Phase2Settings, n: int, factor: float = 1.0) -> Arm:
+    """ProRL (n=16, P prompts) or BroRL (n=512, P/4) at ``factor`` times its rule rate (1: the paper's protocol)."""
+    prompts = p.prompts if n == study.BASE_N else p.prompts // PROMPT_RATIO
+    label = "ProRL N=16" if n == study.BASE_N else "BroRL N=512"
+    name, tag = (f"N{n}", "") if factor == 1 else (f"N{n}_lr{factor:g}x", f", {factor:g}x lr")
+    lr = p.rule_lr(n * prompts) * factor
+    return Arm(name, n, prompts, label=label + tag, lr=lr, lr_factor=factor)
+
+
 def verdict_arms(p: Phase2Settings) -> list[Arm]:
-    broad = p.prompts // PROMPT_RATIO
-    return [
-        Arm("N16", study.BASE_N, p.prompts, label="ProRL N=16", lr=p.base_lr),
-        Arm("N512", BROAD_N, broad, label="BroRL N=512", lr=p.rule_lr(BROAD_N * broad)),
-    ]
+    """The verdict's two arms at the rule's rate."""
+    return [verdict_arm(p, study.BASE_N), verdict_arm(p, BROAD_N)]
+
+
+def iso_arm(p: Phase2Settings, n: int, factor: float) -> Arm:
+    lr = p.rule_lr(p.iso_samples) * factor
+    return Arm(f"iso_N{n}_lr{factor:g}x", n, p.iso_samples // n, label=f"N={n}, {factor:g}x lr", role="isocompute",
+               lr=lr, lr_factor=factor, one_round=True)  # fmt: skip
 
 
 def iso_arms(p: Phase2Settings, factors: tuple[float, ...] | None = None) -> list[Arm]:
-    out = []
-    for n in p.iso_rollouts:
-        for f in factors or p.iso_lr_factors:
-            lr = p.rule_lr(p.iso_samples) * f
-            out.append(
-                Arm(
-                    f"iso_N{n}_lr{f:g}x",
-                    n,
-                    p.iso_samples // n,
-                    label=f"N={n}, {f:g}x lr",
-                    role="isocompute",
-                    lr=lr,
-                    lr_factor=f,
-                    one_round=True,
-                )
-            )
-    return out
+    return [iso_arm(p, n, f) for n in p.iso_rollouts for f in factors or p.iso_lr_factors]
 
 
-def control_arms(p: Phase2Settings) -> list[Arm]:
+def prompts_arm(p: Phase2Settings, factor: float) -> Arm:
+    """BroRL at the paper's own prompts per step, at ``factor`` times its rule rate."""
+    n, k = BROAD_N, p.broad_prompts
+    return Arm(f"N512_prompts{k}", n, k, label=f"BroRL N=512 x {k} prompts", role="paper",
+               lr=p.rule_lr(n * k) * factor, lr_factor=factor)  # fmt: skip
+
+
+def control_arms(p: Phase2Settings, prorl: float = 1.0, brorl: float = 1.0) -> list[Arm]:
+    """The controls, ``prorl`` and ``brorl`` being the two verdict arms' multiples of their rule rate."""
     broad = p.prompts // PROMPT_RATIO
     kept = BROAD_N * broad
     wide = kept // study.BASE_N  # BroRL's kept batch at N=16: 8P prompts
-
-    def control(samples_per_step: int) -> dict:
-        return {"role": "control", "lr": p.rule_lr(samples_per_step)}
-
+    brorl_lr, prorl_lr = p.rule_lr(kept) * brorl, p.base_lr * prorl
     return [
-        Arm(f"N16_batch{wide}", study.BASE_N, wide, label=f"N=16 x {wide} prompts (batch control)", **control(kept)),
-        Arm(
-            f"N512_prompts{p.prompts}",
-            BROAD_N,
-            p.prompts,
-            label=f"N=512 x {p.prompts} prompts (prompt-matched)",
-            **control(BROAD_N * p.prompts),
-        ),
-        Arm("N512_kl", BROAD_N, broad, label=f"BroRL N=512, KL {p.kl_coef:g}", **control(kept), kl_coef=p.kl_coef),
-    ]
+        Arm(f"N16_batch{wide}", study.BASE_N, wide, label=f"N=16 x {wide} prompts (batch control)", role="control",
+            lr=brorl_lr, lr_factor=brorl),
+        Arm(f"N512_prompts{p.prompts}", BROAD_N, p.prompts, label=f"N=512 x {p.prompts} prompts (prompt-matched)",
+            role="control", lr=prorl_lr, lr_factor=prorl),
+        Arm("N512_kl", BROAD_N, broad, label=f"BroRL N=512, KL {p.kl_coef:g}", role="control", lr=brorl_lr,
+            lr_factor=brorl, kl_coef=p.kl_coef),
+    ]  # fmt: skip
 
 
 def arm_folder(root: Path, candidate, arm: Arm, seed: int) -> Path:
@@ -161,8 +180,44 @@ def arm_settings(s: study.StudySettings, p: Phase2Settings, arm: Arm, seed: int)
     )
 
 
-def run_one(s: study.StudySettings, p: Phase2Settings, root: Path, arm: Arm, seed: int, progress: bool) -> None:
-    """One arm under one seed from the plateau: trained to the last budget, then every training prompt's q."""
+def _claim_lock(folder: Path) -> bool:
+    """Take the run's lock (False when a live process holds it; a dead one's is taken over)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / LOCK
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            try:
+                os.kill(int(path.read_text() or 0), 0)
+                return False
+            except (ProcessLookupError, ValueError):
+                path.unlink(missing_ok=True)  # its process is gone
+                continue
+            except PermissionError:
+                return False
+        with os.fdopen(fd, "w") as f:
+            f.write(str(os.getpid()))
+        return True
+    return False
+
+
+def locked(root: Path, candidate, arm: Arm, seed: int) -> bool:
+    path = arm_folder(root, candidate, arm, seed) / LOCK
+    if not path.exists():
+        return False
+    try:
+        os.kill(int(path.read_text() or 0), 0)
+        return True
+    except (ProcessLookupError, ValueError):
+        return False
+    except PermissionError:
+        return True
+
+
+def run_one(s: study.StudySettings, p: Phase2Settings, root: Path, arm: Arm, seed: int, progress: bool) -> bool:
+    """One arm under one seed from the plateau: trained to the last budget, then every training prompt's q;
+    False when another process holds it."""
     candidate = study.chosen(s, root)
     train, test, val = study.split(s, candidate)
     folder = arm_folder(root, candidate, arm, seed)
@@ -170,25 +225,31 @@ def run_one(s: study.StudySettings, p: Phase2Settings, root: Path, arm: Arm, see
     record = json.loads(json.dumps(asdict(settings) | {"arm": asdict(arm)}))
     for name in StepSettings.EXECUTION_ONLY:
         record["step"].pop(name)
-    study._claim(folder / "arm.json", record)
-    run_arm(
-        study.folder(root, candidate) / study.PHASE1 / CHECKPOINT,
-        train,
-        test,
-        settings,
-        folder,
-        s.protocol,
-        progress=progress,
-        device=s.device,
-        validation=val,
-        scorer=study.exact_pass1(s),
-        count_kept=True,
-    )
-    if arm.role != "isocompute" and not (folder / Q_END).exists():  # the per-prompt fate of the verdict and controls
-        model, tok = tiny.load(folder / CHECKPOINT, s.device)
-        with torch.no_grad():
-            save_array(folder / Q_END, study.train_q(s, model, tok, train).cpu().numpy())
-    shutil.rmtree(folder / CHECKPOINT, ignore_errors=True)  # finished and measured: its weights are not needed
+    if not _claim_lock(folder):
+        return False
+    try:
+        study._claim(folder / "arm.json", record)
+        run_arm(
+            study.folder(root, candidate) / study.PHASE1 / CHECKPOINT,
+            train,
+            test,
+            settings,
+            folder,
+            s.protocol,
+            progress=progress,
+            device=s.device,
+            validation=val,
+            scorer=study.exact_pass1(s),
+            count_kept=True,
+        )
+        if arm.role != "isocompute" and not (folder / Q_END).exists():  # the per-prompt fate
+            model, tok = tiny.load(folder / CHECKPOINT, s.device)
+            with torch.no_grad():
+                save_array(folder / Q_END, study.train_q(s, model, tok, train).cpu().numpy())
+        shutil.rmtree(folder / CHECKPOINT, ignore_errors=True)  # finished and measured: its weights are not needed
+    finally:
+        (folder / LOCK).unlink(missing_ok=True)
+    return True
 
 
 def finished(root: Path, candidate, arm: Arm, seed: int) -> bool:
@@ -196,60 +257,137 @@ def finished(root: Path, candidate, arm: Arm, seed: int) -> bool:
     return (folder / DONE).exists() and (arm.role == "isocompute" or (folder / Q_END).exists())
 
 
-def best_factor(root: Path, candidate, p: Phase2Settings, n: int) -> float | None:
-    """The IsoCompute learning-rate multiple of N=n best on the validation split at the last budget (first seed);
-    None until its whole grid has finished."""
-    scores = {}
-    for arm in (a for a in iso_arms(p) if a.n_rollouts == n):
-        folder = arm_folder(root, candidate, arm, p.seeds[0])
-        if not finished(root, candidate, arm, p.seeds[0]):
-            return None
-        last = json.loads((folder / DONE).read_text())["step"]
-        scores[arm.lr_factor] = float(np.load(folder / f"val_step{last}.npy").mean())
-    return max(sorted(scores), key=lambda f: scores[f])
+def final_validation(root: Path, candidate, arm: Arm, seed: int) -> float | None:
+    """Mean validation pass@1 of a finished run at its last step (None until it has finished)."""
+    if not finished(root, candidate, arm, seed):
+        return None
+    folder = arm_folder(root, candidate, arm, seed)
+    last = json.loads((folder / DONE).read_text())["step"]
+    return float(np.load(folder / f"val_step{last}.npy").mean())
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """Where a learning-rate tuning stands: the grid so far, the runs it still needs ((factor, seed), in order),
+    the best multiple once settled (None before), and each multiple's validation scores by seed."""
+
+    grid: tuple[float, ...]
+    needs: tuple[tuple[float, int], ...]
+    best: float | None
+    scores: dict
+
+
+def tuning(score, grid: tuple[float, ...], seeds: tuple[int, ...], k: int) -> Tuning:
+    """Bracket the best multiple: every multiple of ``grid`` on ``seeds[0]``, the grid extended by halving (doubling)
+    while the first seed's best is its lowest (highest) multiple; then the first ``k`` seeds at the best and its two
+    neighbours, the best re-picked on their mean and its neighbours seeded in turn until it stays. ``score(f, seed)``:
+    the validation score of a finished run, None if it has not finished."""
+    grid = tuple(sorted(grid))
+    low, high = grid[0] / 2**MAX_EXTENSIONS, grid[-1] * 2**MAX_EXTENSIONS
+    first = seeds[0]
+    while True:
+        s0 = {f: score(f, first) for f in grid}
+        missing = tuple((f, first) for f in grid if s0[f] is None)
+        if missing:
+            return Tuning(grid, missing, None, {})
+        best = max(grid, key=lambda f: s0[f])
+        if best == grid[0] and grid[0] / 2 >= low:
+            grid = (grid[0] / 2, *grid)
+        elif best == grid[-1] and grid[-1] * 2 <= high:
+            grid = (*grid, grid[-1] * 2)
+        else:
+            break
+    tried = set()
+    while True:
+        i = grid.index(best)
+        near = grid[max(0, i - 1) : i + 2]
+        needs = tuple((f, seed) for f in near for seed in seeds[:k] if score(f, seed) is None)
+        scores = {f: [score(f, seed) for seed in seeds[:k]] for f in near}
+        if needs:
+            return Tuning(grid, needs, None, scores)
+        pick = max(near, key=lambda f: float(np.mean(scores[f])))
+        if pick == best or pick in tried:
+            return Tuning(grid, (), best, scores)
+        tried.add(best)
+        best = pick
+        if best in (grid[0], grid[-1]):  # a neighbour won at the grid's edge: extend past it
+            new = best / 2 if best == grid[0] else best * 2
+            if low <= new <= high:
+                grid = tuple(sorted((*grid, new)))
+
+
+def verdict_tuning(root: Path, candidate, p: Phase2Settings, n: int) -> Tuning:
+    return tuning(
+        lambda f, seed: final_validation(root, candidate, verdict_arm(p, n, f), seed), p.lr_factors, p.seeds,
+        p.tune_seeds,
+    )  # fmt: skip
+
+
+def iso_tuning(root: Path, candidate, p: Phase2Settings, n: int) -> Tuning:
+    return tuning(
+        lambda f, seed: final_validation(root, candidate, iso_arm(p, n, f), seed), p.iso_lr_factors, p.seeds,
+        p.iso_seeds,
+    )  # fmt: skip
 
 
 def plan(s: study.StudySettings, p: Phase2Settings, root: Path) -> list[tuple[Arm, int]]:
-    """(arm, seed) in the order they run: the verdict under every seed; the IsoCompute grid under the first seed,
-    then each N's best (once its grid has finished) under the next iso_seeds - 1 seeds, seed by seed; the controls
-    under the first control_seeds seeds."""
+    """(arm, seed) of every run the results so far call for, in the order they run: the verdict arms' tuning
+    (ProRL and BroRL interleaved), the rule-rate verdict, the tuned verdict, BroRL at the paper's prompts per
+    step, the IsoCompute tuning, then the controls; an arm whose rate is still being tuned is not yet planned."""
     candidate = study.chosen(s, root)
-    out = [(a, seed) for seed in p.seeds for a in verdict_arms(p)]
-    out += [(a, p.seeds[0]) for a in iso_arms(p)]
-    best = {n: best_factor(root, candidate, p, n) for n in p.iso_rollouts}
-    for seed in p.seeds[1 : p.iso_seeds]:  # seed by seed, so that a run cut short has whole seeds
-        for n, f in best.items():
-            if f is not None:
-                out.append((next(a for a in iso_arms(p) if a.n_rollouts == n and a.lr_factor == f), seed))
-    out += [(a, seed) for seed in p.seeds[: p.control_seeds] for a in control_arms(p)]
-    return out
+    out: list[tuple[Arm, int]] = []
+    tuned = {n: verdict_tuning(root, candidate, p, n) for n in (study.BASE_N, BROAD_N)}
+    needs = [[(verdict_arm(p, n, f), seed) for f, seed in t.needs] for n, t in tuned.items()]
+    out += [one for pair in itertools.zip_longest(*needs) for one in pair if one]  # ProRL and BroRL interleaved
+    out += [(a, seed) for seed in p.seeds for a in verdict_arms(p)]
+    best = {n: t.best for n, t in tuned.items()}
+    if None not in best.values():
+        out += [(verdict_arm(p, n, f), seed) for seed in p.seeds for n, f in best.items()]
+        out += [(prompts_arm(p, best[BROAD_N]), seed) for seed in p.seeds]
+    for n in p.iso_rollouts:
+        t = iso_tuning(root, candidate, p, n)
+        out += [(iso_arm(p, n, f), seed) for f, seed in t.needs]
+    if None not in best.values():
+        controls = control_arms(p, best[study.BASE_N], best[BROAD_N])
+        out += [(a, seed) for seed in p.seeds[: p.control_seeds] for a in controls]
+    return list(dict.fromkeys(out))  # a run planned twice (the tuned verdict at multiple 1) once
 
 
 def run(s: study.StudySettings, p: Phase2Settings, root: Path, progress: bool = True, limit: int | None = None) -> int:
-    """Every planned run not yet finished, in plan order (``limit``: at most that many); returns how many ran."""
+    """Every planned run not yet finished, in plan order (``limit``: at most that many); returns how many ran. A
+    run another process holds is skipped; when only such runs are left, this one waits for them and plans again."""
     s.check()
     p.check()
     candidate = study.chosen(s, root)
+    record = study.folder(root, candidate) / study.PLATEAU_RECORD
+    if not record.exists() or json.loads(record.read_text()).get("rule") != plateau.rule_record(s.plateau_rule):
+        raise ValueError(
+            f"no plateau judged by this rule at {record}: run the plateau stage first (study.plateau_stage)"
+        )
     done = 0
     while limit is None or done < limit:
         todo = [(a, seed) for a, seed in plan(s, p, root) if not finished(root, candidate, a, seed)]
         if not todo:
             break
-        run_one(s, p, root, *todo[0], progress)
-        done += 1
+        free = [(a, seed) for a, seed in todo if not locked(root, candidate, a, seed)]
+        if not free:
+            time.sleep(WAIT_S)
+            continue
+        if run_one(s, p, root, *free[0], progress):
+            done += 1
     return done
 
 
-def collect(s: study.StudySettings, p: Phase2Settings, root: Path) -> pd.DataFrame:
-    """Every step's metrics of every started run: columns arm, label, role, N, prompts, lr, lr_factor, seed and
-    run_arm's metrics."""
-    candidate = study.chosen(s, root)
+def collect(s: study.StudySettings, p: Phase2Settings, root: Path, finished_only: bool = True) -> pd.DataFrame:
+    """Every step's metrics of every finished run on disk (``finished_only`` false: of every started one): columns
+    arm, label, role, N, prompts, lr, lr_factor, seed and run_arm's metrics."""
+    arms_dir = study.folder(root, study.chosen(s, root)) / ARMS
     frames = []
-    for arm, seed in plan(s, p, root):
-        path = arm_folder(root, candidate, arm, seed) / "metrics.csv"
-        if path.exists():
-            labels = dict(
-                arm=arm.name, label=arm.label, role=arm.role, N=arm.n_rollouts, prompts=arm.prompts_per_step, lr=arm.lr
-            )
-            frames.append(pd.read_csv(path).assign(**labels, lr_factor=arm.lr_factor, seed=seed))
+    for path in sorted(arms_dir.glob("*/seed*/metrics.csv")):
+        if finished_only and not (path.parent / DONE).exists():
+            continue
+        arm = Arm(**json.loads((path.parent / "arm.json").read_text())["arm"])
+        labels = dict(arm=arm.name, label=arm.label, role=arm.role, N=arm.n_rollouts, prompts=arm.prompts_per_step,
+                      lr=arm.lr, lr_factor=arm.lr_factor, seed=int(path.parent.name.removeprefix("seed")))  # fmt: skip
+        frames.append(pd.read_csv(path).assign(**labels))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -3,6 +3,7 @@ colour from the one palette, q bands the palette's series."""
 
 from __future__ import annotations
 
+import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -18,7 +19,21 @@ MEASURES = {"cosine": "cos(update, ∇ mean q)", "delta_q": "Δ mean q after one
 
 
 def _band_colour(labels: list[str], label: str) -> str:
-    return palette.INK if label == ALL else palette.series([b for b in labels if b != ALL].index(label))
+    """All prompts in ink; the q bands along a sequential map (cividis), apart from the arm and N colours."""
+    bands = [b for b in labels if b != ALL]
+    return (
+        palette.INK
+        if label == ALL
+        else mpl.colors.to_hex(mpl.colormaps["cividis"](0.1 + 0.8 * bands.index(label) / max(1, len(bands) - 1)))
+    )
+
+
+def _checkpoint_words(name: str) -> str:
+    """'plateau-step390' -> 'plateau (step 390)'; the earlier design's checkpoint by its role."""
+    if name == study.PREVIOUS_NAME:
+        return "earlier design's plateau"
+    stage, _, step = name.partition("-step")
+    return f"{stage} (step {step})" if step else name
 
 
 @rounded_inputs
@@ -27,11 +42,13 @@ def screen(table: pd.DataFrame) -> plt.Figure:
     shaded, the chosen candidate ringed."""
     fig, ax = new_figure("column")
     lo, hi = study.PASS1_GATE
-    ax.axvspan(lo, hi, color=palette.GOOD, alpha=0.08, lw=0)
-    ax.axhline(study.LOW_Q_GATE, color=palette.RULE, lw=0.7, ls="--")
+    ax.axvspan(lo, hi, color=palette.GOOD, alpha=0.08, lw=0, label=f"pass@1 gate [{lo:g}, {hi:g}]")
+    ax.axhline(study.LOW_Q_GATE, color=palette.RULE, lw=0.7, ls="--", label=f"low-q gate ({study.LOW_Q_GATE:g})")
     for i, row in enumerate(table.itertuples(index=False)):
         colour = palette.series(i)
-        ax.scatter(row.pass1, row.low_q_share_exact, s=18, color=colour, label=row.candidate)
+        numbers, model = row.candidate.removeprefix("countdown").split("-h")
+        words = f"{numbers} numbers, {model.replace('x', ' wide x ')} layers ({row.model_params / 1e6:.2f}M)"
+        ax.scatter(row.pass1, row.low_q_share_exact, s=18, color=colour, label=words)
         if row.chosen:
             ax.scatter(row.pass1, row.low_q_share_exact, s=70, facecolor="none", edgecolor=palette.INK, lw=0.8)
     ax.set_xlim(0, 1)
@@ -55,6 +72,8 @@ def update_quality(summary: pd.DataFrame, measure: str) -> plt.Figure:
             ax = axes[r][c]
             ax.axhline(0, color=palette.RULE, lw=0.6)
             g = summary[(summary.checkpoint == ckpt) & (summary.task == task) & (summary.samples_per_update == s)]
+            if g.empty:
+                ax.text(0.5, 0.5, "not measured", transform=ax.transAxes, ha="center", va="center", color=palette.RULE)
             for label, h in g.groupby("q_band", sort=False):
                 h = h.sort_values("n_rollouts")
                 ax.errorbar(
@@ -65,7 +84,7 @@ def update_quality(summary: pd.DataFrame, measure: str) -> plt.Figure:
             if r == 0:
                 ax.set_title(f"S = {s:,} samples", loc="left")
             if c == 0:
-                ax.set_ylabel(f"{ckpt}\n{task}", fontsize=pt(6))
+                ax.set_ylabel(f"{_checkpoint_words(ckpt)}, {task}\n{MEASURES[measure]}", fontsize=pt(6))
             if r == len(rows) - 1:
                 ax.set_xlabel("N (rollouts per prompt)")
     handles = [Line2D([], [], color=_band_colour(labels, b), marker="o", ms=2, lw=0.9) for b in labels]
@@ -84,11 +103,13 @@ def _arm_colour(arm: str, n: int) -> str:
 
 
 @rounded_inputs
-def curves(table: pd.DataFrame) -> plt.Figure:
+def curves(table: pd.DataFrame, arms: list[str] | None = None) -> plt.Figure:
     """Held-out pass@1 at each budget of generated samples for each verdict and control arm (rows of
-    ``study_report.at_budgets``): mean over seeds with a 95% band, from the plateau (0 samples)."""
+    ``study_report.at_budgets``; ``arms``: only these): mean over seeds with a 95% band, from the plateau."""
     fig, ax = new_figure("column")
     table = table[table["role"] != "isocompute"]
+    if arms is not None:
+        table = table[table["arm"].isin(arms)]
     for (arm, label, n), g in table.groupby(["arm", "label", "N"], sort=False):
         start = g.groupby("seed")["start_pass1"].first()
         m = g.groupby("budget")["pass1"].agg(["mean", "std", "size"])
@@ -143,26 +164,33 @@ def bands(table: pd.DataFrame) -> plt.Figure:
 @rounded_inputs
 def isocompute(table: pd.DataFrame) -> plt.Figure:
     """Left: held-out pass@1 against the budget for each N at its best learning-rate multiple (mean ± one standard
-    error across seeds; hollow markers where the best is at the grid's edge). Right: the best N at each budget."""
+    error across seeds; hollow markers and "edge" in the legend where the best is at the grid's edge or not yet
+    settled). Right: pass@1 against N at each budget, one standard error: the best N is the highest point, and
+    a point within one standard error of it is not told apart from it (no best-N line that would switch on noise)."""
     fig, axes = new_figure("full", aspect=0.32, ncols=2)
     best = table[table["best_lr"]]
     for n, g in best.groupby("n_rollouts"):
         g = g.sort_values("budget")
         colour = palette.n_colour(int(n))
-        face = "white" if g["lr_at_edge"].any() else colour
+        edge = bool(g["lr_at_edge"].any())
         axes[0].errorbar(
-            g["budget"], g["pass1_mean"], yerr=g["pass1_se"], color=colour, marker="o", ms=3, mfc=face, lw=1,
-            capsize=2, label=f"N={n} ({g['lr_factor'].iloc[0]:g}x lr)",
+            g["budget"], g["pass1_mean"], yerr=g["pass1_se"], color=colour, marker="o", ms=3,
+            mfc="white" if edge else colour, lw=1, capsize=2,
+            label=f"N={n} ({g['lr_factor'].iloc[0]:g}x lr{', edge' if edge else ''})",
         )  # fmt: skip
-    winners = best.loc[best.groupby("budget")["pass1_mean"].idxmax()].sort_values("budget")
-    axes[1].plot(winners["budget"], winners["n_rollouts"], color=palette.INK, marker="o", ms=3, lw=1)
+    budgets = sorted(best["budget"].unique())
+    for k, (b, g) in enumerate(best.groupby("budget")):
+        g = g.sort_values("n_rollouts")
+        colour = palette.tint(palette.INK, 0.65 * (1 - (k + 1) / len(budgets)))  # greys: no N or arm meaning
+        axes[1].errorbar(g["n_rollouts"], g["pass1_mean"], yerr=g["pass1_se"], color=colour, marker="o", ms=3,
+                         lw=1, capsize=2, label=f"{b / 1000:,.0f}k samples")  # fmt: skip
     for ax in axes:
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("Generated samples in phase 2")
-    axes[1].set_yscale("log", base=2)
+    axes[0].set_xlabel("Generated samples in phase 2")
+    axes[1].set_xlabel("N (rollouts per prompt), at its best learning rate")
     axes[0].set_ylabel("Held-out pass@1 (exact)")
-    axes[1].set_ylabel("Best N")
     axes[0].legend(fontsize=pt(5.5), loc="best")
+    axes[1].legend(fontsize=pt(5.5), loc="best")
     return fig
 
 
@@ -179,10 +207,15 @@ def prompt_fate(table: pd.DataFrame) -> plt.Figure:
 
 
 @rounded_inputs
-def phase1(curve: pd.DataFrame) -> plt.Figure:
-    """Phase 1 of each candidate: exact held-out pass@1 with a 95% band over prompts and the windowed mean the
-    plateau test reads; the chosen candidate in full colour, the others pale."""
+def phase1(curve: pd.DataFrame, window_steps: tuple[int, int, int] | None = None) -> plt.Figure:
+    """Phase 1 of each candidate: exact held-out pass@1 with a 95% band over prompts and a centred moving mean;
+    the chosen candidate in full colour, the others pale. ``window_steps`` (first, middle, last step of the two
+    windows the plateau rule compared) shades the earlier and the later window."""
     fig, ax = new_figure("column")
+    if window_steps:
+        first, middle, last = window_steps
+        ax.axvspan(first, middle, color=palette.RULE, alpha=0.12, lw=0, label="plateau rule: earlier window")
+        ax.axvspan(middle, last, color=palette.RULE, alpha=0.28, lw=0, label="plateau rule: later window")
     for i, (key, g) in enumerate(curve.groupby("candidate", sort=False)):
         colour = palette.series(i) if g["chosen"].iloc[0] else palette.tint(palette.series(i), 0.6)
         ax.plot(g["step"], g["pass1"], color=colour, lw=0.6, marker="o", ms=1.2, alpha=0.7)

@@ -41,11 +41,29 @@ def plateau_table(root: Path, s: study.StudySettings) -> pd.DataFrame:
     c = study.chosen(s, root)
     record = json.loads((study.folder(root, c) / study.PLATEAU_RECORD).read_text())
     keep = [
-        "candidate", "step", "plateau_reached", "smoothed_pass1", "rise", "rise_se", "p_rising", "pass1", "pass1_se",
+        "candidate", "step", "cap", "plateau_reached", "smoothed_pass1", "rise", "rise_se", "rise_upper", "pass1",
+        "pass1_se",
         "mean_q", "low_q_share_exact", "q_below_low_share", "q_solved_share", "kept_fraction",
         "gate_pass1", "gate_low_q", "gate_kept", "gates_passed",
     ]  # fmt: skip
     return pd.DataFrame([{k: record.get(k) for k in keep}]).assign(task="countdown")
+
+
+def plateau_bands(root: Path, s: study.StudySettings) -> pd.DataFrame:
+    """The plateau test within each band of held-out pass@1 (the mean of its two windows): prompts, mean rise per
+    window, its standard error and upper bound, and whether the band is flat (its bound below min_rise)."""
+    record = json.loads((study.folder(root, study.chosen(s, root)) / study.PLATEAU_RECORD).read_text())
+    rows = record.get("bands", [])
+    overall = {"band": "all", "prompts": s.n_test} | {k: record.get(k) for k in ("rise", "rise_se", "rise_upper")}
+    overall["flat"] = bool(record.get("rise_upper", np.inf) < s.plateau_rule.min_rise)
+    return pd.DataFrame([overall, *rows]).assign(task="countdown", step=record["step"])
+
+
+def plateau_windows(root: Path, s: study.StudySettings) -> tuple[int, int, int]:
+    """First, middle and last step of the two windows of evaluations the plateau rule compared at the plateau."""
+    step = json.loads((study.folder(root, study.chosen(s, root)) / study.PLATEAU_RECORD).read_text())["step"]
+    span = s.plateau_rule.window * s.eval_every
+    return step - 2 * span + s.eval_every, step - span + s.eval_every // 2, step
 
 
 def at_budgets(frame: pd.DataFrame, budgets: tuple[int, ...]) -> pd.DataFrame:
@@ -64,47 +82,120 @@ def at_budgets(frame: pd.DataFrame, budgets: tuple[int, ...]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def compare(table: pd.DataFrame, arm: str, base: str, budget: int) -> dict | None:
-    """Paired by seed: arm minus base at ``budget`` (None with fewer than 2 shared seeds)."""
-    a = table[(table["arm"] == arm) & (table["budget"] == budget)].set_index("seed")["pass1"]
-    b = table[(table["arm"] == base) & (table["budget"] == budget)].set_index("seed")["pass1"]
+def tunings(root: Path, s: study.StudySettings, p: p2.Phase2Settings) -> tuple[dict, dict]:
+    """Where the learning-rate tunings stand: the verdict arms' (by N) and the IsoCompute grid's (by N)."""
+    c = study.chosen(s, root)
+    verdict_t = {n: p2.verdict_tuning(root, c, p, n) for n in (study.BASE_N, p2.BROAD_N)}
+    return verdict_t, {n: p2.iso_tuning(root, c, p, n) for n in p.iso_rollouts}
+
+
+def tuning_table(verdict_t: dict, iso_t: dict) -> pd.DataFrame:
+    """One row per tuning: the grid tried, the best multiple (empty while unsettled), whether it is at the grid's
+    edge, the runs still needed, and the mean validation pass@1 (over its seeds) at the best and its neighbours."""
+    rows = []
+    for family, group in (("verdict", verdict_t), ("isocompute", iso_t)):
+        for n, t in group.items():
+            means = {f: float(np.mean(v)) for f, v in t.scores.items() if v and None not in v}
+            near = " ".join(f"{f:g}x: {m:.3f}" for f, m in sorted(means.items())) or "-"
+            rows.append({"family": family, "n_rollouts": n, "grid": " ".join(f"{f:g}" for f in t.grid),
+                         "best": t.best if t.best is not None else np.nan,
+                         "at_edge": t.best is None or t.best in (t.grid[0], t.grid[-1]),
+                         "runs_needed": len(t.needs),
+                         "val_near_best": near})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def phase2_status(root: Path, s: study.StudySettings, p: p2.Phase2Settings) -> dict[str, int]:
+    """Runs planned now (the plan grows as tunings settle), finished, and still to run."""
+    c = study.chosen(s, root)
+    planned = p2.plan(s, p, root)
+    done = sum(p2.finished(root, c, a, seed) for a, seed in planned)
+    return {"planned": len(planned), "finished": done, "pending": len(planned) - done}
+
+
+def per_prompt(root: Path, s: study.StudySettings, arm: str, seed: int, step: int) -> np.ndarray:
+    """Exact held-out pass@1 of every test prompt of one run at one step."""
+    return np.load(study.folder(root, study.chosen(s, root)) / p2.ARMS / arm / f"seed{seed}" / f"pass1_step{step}.npy")
+
+
+def two_way_interval(d: np.ndarray, confidence: float = 0.95, draws: int = 4000, seed: int = 0) -> tuple:
+    """Interval of the mean of ``d`` (seeds x prompts) that counts both sources of noise: seeds and held-out prompts
+    resampled together (a two-way bootstrap, percentile interval; fixed seed, so the same bytes each time)."""
+    n_s, n_p = d.shape
+    rng = np.random.default_rng(seed)
+    ws = rng.multinomial(n_s, np.full(n_s, 1 / n_s), size=draws)
+    wp = rng.multinomial(n_p, np.full(n_p, 1 / n_p), size=draws)
+    est = np.einsum("bs,sp,bp->b", ws, d, wp) / (n_s * n_p)
+    tail = (1 - confidence) / 2 * 100
+    return float(np.percentile(est, tail)), float(np.percentile(est, 100 - tail))
+
+
+def compare(table: pd.DataFrame, arm: str, base: str | None, budget: int, root: Path, s) -> dict | None:
+    """Paired by seed: arm minus base at ``budget`` (base None: minus the plateau), with the seed-level t interval
+    and sign-flip test and the two-way interval over seeds and prompts (None with fewer than 2 shared seeds)."""
+    a = table[(table["arm"] == arm) & (table["budget"] == budget)].set_index("seed")
+    b = a if base is None else table[(table["arm"] == base) & (table["budget"] == budget)].set_index("seed")
     seeds = a.index.intersection(b.index)
     if len(seeds) < 2:
         return None
-    d = (a[seeds] - b[seeds]).to_numpy()
-    return stats.mean_interval(d) | {f"sign_flip_{k}": v for k, v in sign_flip_p(d).items()} | {"seeds": len(seeds)}
+    if base is None:
+        d = [per_prompt(root, s, arm, k, a.loc[k, "step"]) - per_prompt(root, s, arm, k, 0) for k in seeds]
+    else:
+        d = [per_prompt(root, s, arm, k, a.loc[k, "step"]) - per_prompt(root, s, base, k, b.loc[k, "step"])
+             for k in seeds]  # fmt: skip
+    d = np.array(d)
+    low, high = two_way_interval(d)
+    per_seed = d.mean(1)
+    return (stats.mean_interval(per_seed) | {f"sign_flip_{k}": v for k, v in sign_flip_p(per_seed).items()}
+            | {"seeds": len(seeds), "ci_low_seeds_prompts": low, "ci_high_seeds_prompts": high})  # fmt: skip
 
 
-def verdict(table: pd.DataFrame, budgets: tuple[int, ...], arms: list[str], base: str = "N16") -> pd.DataFrame:
-    """Each arm against ProRL at each budget, and ProRL's own gain since the plateau (its continuation)."""
-    rows = []
-    for b in budgets:
-        for arm in arms:
-            r = compare(table, arm, base, b)
-            if r is not None:
-                rows.append({"budget": b, "comparison": f"{arm} - {base}"} | r)
-        prorl = table[(table["arm"] == base) & (table["budget"] == b)]
-        if len(prorl) >= 2:
-            gain = stats.mean_interval(prorl["pass1"] - prorl["start_pass1"])
-            rows.append({"budget": b, "comparison": f"{base} - plateau"} | gain | {"seeds": len(prorl)})
-    out = pd.DataFrame(rows)
-    if len(out):
-        out["direction"] = np.where(out["ci_low"] > 0, "higher", np.where(out["ci_high"] < 0, "lower", "no difference"))
+def comparisons(p: p2.Phase2Settings, tuned: dict[int, float | None]) -> list[tuple[str, str, str | None]]:
+    """(rates, arm, base) of the verdict: both arms at the rule's rate, ProRL's gain since the plateau (base None),
+    and, once both rates are tuned, the tuned arms, BroRL at the paper's prompts per step and the controls, each
+    against the tuned ProRL."""
+    out = [("rule", "N512", "N16"), ("rule", "N16", None)]
+    f16, f512 = tuned.get(study.BASE_N), tuned.get(p2.BROAD_N)
+    if f16 is not None and f512 is not None:
+        prorl = p2.verdict_arm(p, study.BASE_N, f16).name
+        out += [("tuned", p2.verdict_arm(p, p2.BROAD_N, f512).name, prorl), ("tuned", prorl, None),
+                ("tuned", p2.prompts_arm(p, f512).name, prorl)]  # fmt: skip
+        out += [("tuned", a.name, prorl) for a in p2.control_arms(p, f16, f512)]
     return out
 
 
-def isocompute(table: pd.DataFrame, budgets: tuple[int, ...]) -> pd.DataFrame:
+def verdict_arm_names(p: p2.Phase2Settings, tuned: dict) -> list[str]:
+    """The arms the verdict compares (``comparisons``), in order, each once."""
+    return list(dict.fromkeys(name for _, arm, base in comparisons(p, tuned) for name in (arm, base) if name))
+
+
+def verdict(table: pd.DataFrame, p: p2.Phase2Settings, tuned: dict, root: Path, s) -> pd.DataFrame:
+    """Each comparison at each budget (``comparisons``): the mean difference of exact held-out pass@1, its 95% t
+    interval across seeds (the seed is the unit), the exact sign-flip test, the smallest difference the t test would
+    detect with 80% power, and the 95% interval over seeds and prompts; its direction from the last interval."""
+    rows = []
+    for b in p.budgets:
+        for rates, arm, base in comparisons(p, tuned):
+            r = compare(table, arm, base, b, root, s) if len(table) else None
+            if r is not None:
+                rows.append({"budget": b, "rates": rates, "comparison": f"{arm} - {base or 'plateau'}"} | r)
+    out = pd.DataFrame(rows)
+    if len(out):
+        lo, hi = out["ci_low_seeds_prompts"], out["ci_high_seeds_prompts"]
+        out["direction"] = np.where(lo > 0, "higher", np.where(hi < 0, "lower", "no difference"))
+    return out
+
+
+def isocompute(table: pd.DataFrame, tunings: dict) -> pd.DataFrame:
     """Per N, budget and learning-rate multiple: seeds, mean and standard error of held-out pass@1; the best
-    multiple (validation, last budget, first seed's grid) and whether it is at the grid's edge."""
-    iso = table[table["role"] == "isocompute"]
+    multiple (``tunings[N]``: picked on validation over the seeds at the best and its neighbours), whether it is
+    settled and whether it is at the edge of the (extended) grid."""
+    iso = table[table["role"] == "isocompute"] if len(table) else table
     if iso.empty:
         return pd.DataFrame()
     rows = []
-    last = budgets[-1]
     for n, g in iso.groupby("N"):
-        grid = g[(g["budget"] == last) & (g["seed"] == g["seed"].min())]
-        best = float(grid.loc[grid["val_pass1"].idxmax(), "lr_factor"]) if len(grid) else np.nan
-        factors = sorted(g["lr_factor"].unique())
+        t = tunings[int(n)]
         for (b, f), h in g.groupby(["budget", "lr_factor"]):
             rows.append(
                 {
@@ -115,19 +206,31 @@ def isocompute(table: pd.DataFrame, budgets: tuple[int, ...]) -> pd.DataFrame:
                     "seeds": len(h),
                     "pass1_mean": h["pass1"].mean(),
                     "pass1_se": h["pass1"].std(ddof=1) / np.sqrt(len(h)) if len(h) > 1 else np.nan,
-                    "best_lr": f == best,
-                    "lr_at_edge": best in (factors[0], factors[-1]) if len(factors) >= 3 else True,
+                    "val_mean": h["val_pass1"].mean(),
+                    "best_lr": f == t.best,
+                    "settled": t.best is not None,
+                    "lr_at_edge": t.best is None or t.best in (t.grid[0], t.grid[-1]),
                 }
             )
     return pd.DataFrame(rows)
 
 
+def banding_values(root: Path, s: study.StudySettings) -> np.ndarray:
+    """Each held-out prompt's exact pass@1 averaged over the earlier of the plateau rule's two windows of phase-1
+    evaluations: a measurement taken before, and apart from, the plateau checkpoint the arms start from, so that
+    grouping prompts by it does not carry the plateau's own fluctuation into the bands (regression to the mean)."""
+    base = study.folder(root, study.chosen(s, root)) / study.PHASE1
+    first, middle, _ = plateau_windows(root, s)
+    files = [path for step, path in plateau.pass1_files(base) if first <= step <= middle]
+    return np.mean([np.load(path) for path in files], axis=0)
+
+
 def bands(table: pd.DataFrame, root: Path, s: study.StudySettings, edges: list[float], base: str = "N16"):
-    """Held-out prompts grouped by exact pass@1 at the plateau (``edges``): per verdict or control arm, the band's
-    mean change from the plateau at the last budget, and its difference to ProRL paired by seed with a 95% t
-    interval (where two or more seeds are shared)."""
+    """Held-out prompts grouped by exact pass@1 before the plateau (``banding_values``, ``edges``): per verdict or
+    control arm, the band's mean change from the plateau at the last budget, and its difference to ProRL paired by
+    seed with a 95% t interval (where two or more seeds are shared)."""
     c = study.chosen(s, root)
-    last = table[(table["budget"] == table["budget"].max()) & (table["role"] != "isocompute")]
+    last = table[(table["budget"] == table["budget"].max()) & (table["role"] != "isocompute")] if len(table) else table
     per = {}  # (arm, seed) -> per-prompt pass@1 at the last budget
     start = None
     for r in last.itertuples():
@@ -136,7 +239,7 @@ def bands(table: pd.DataFrame, root: Path, s: study.StudySettings, edges: list[f
         start = np.load(folder / "pass1_step0.npy") if start is None else start
     if start is None:
         return pd.DataFrame()
-    band = uq.band_of(start, edges)
+    band = uq.band_of(banding_values(root, s), edges)
     rows = []
     for b, label in enumerate(uq.band_labels(edges)):
         pick = band == b
@@ -191,11 +294,24 @@ def best_update(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def best_n(iso: pd.DataFrame) -> pd.DataFrame:
-    """Per budget: the N with the highest mean held-out pass@1 at its best learning-rate multiple
-    (``isocompute`` rows), with its seeds and standard error."""
+    """Per budget: the N with the highest mean held-out pass@1 at its best learning-rate multiple (``isocompute``
+    rows), with its seeds and standard error, and every N whose mean is within one standard error of the
+    difference to it (``tied``: the best N is not resolved among them)."""
     best = iso[iso["best_lr"]]
-    top = best.loc[best.groupby("budget")["pass1_mean"].idxmax()].sort_values("budget")
-    return top[["budget", "n_rollouts", "lr_factor", "seeds", "pass1_mean", "pass1_se"]].round(4)
+    rows = []
+    for b, g in best.groupby("budget"):
+        top = g.loc[g["pass1_mean"].idxmax()]
+        gap_se = np.sqrt(g["pass1_se"].fillna(np.inf) ** 2 + top["pass1_se"] ** 2)
+        tied = sorted(int(n) for n, gap, se in zip(g["n_rollouts"], top["pass1_mean"] - g["pass1_mean"], gap_se)
+                      if n != top["n_rollouts"] and gap <= se)  # fmt: skip
+        rows.append({"budget": int(b), "n_rollouts": int(top["n_rollouts"]), "lr_factor": top["lr_factor"],
+                     "seeds": int(top["seeds"]), "pass1_mean": top["pass1_mean"], "pass1_se": top["pass1_se"],
+                     "tied": " ".join(map(str, tied)) or "-"})  # fmt: skip
+    return pd.DataFrame(rows).round(4)
+
+
+ACCOUNTING = ["arm", "label", "N", "prompts", "steps", "generated", "kept", "surplus_groups", "rounds",
+              "surplus_samples", "kept_fraction"]  # fmt: skip
 
 
 def accounting(frame: pd.DataFrame) -> pd.DataFrame:
@@ -225,10 +341,11 @@ def prompt_fate(root: Path, s: study.StudySettings, p: p2.Phase2Settings) -> pd.
     bands = uq.band_of(q0, list(FATE_EDGES))
     labels = uq.band_labels(list(FATE_EDGES))
     rows = []
-    for arm, seed in p2.plan(s, p, root):
-        folder = p2.arm_folder(root, c, arm, seed)
-        if not (folder / p2.Q_END).exists():
-            continue
+    from brorl_lib.facts.arms import Arm
+
+    for end in sorted((study.folder(root, c) / p2.ARMS).glob(f"*/seed*/{p2.Q_END}")):
+        folder = end.parent
+        arm, seed = Arm(**json.loads((folder / "arm.json").read_text())["arm"]), int(folder.name.removeprefix("seed"))
         q1, kept = np.load(folder / p2.Q_END), np.load(folder / KEPT_COUNTS)
         for b, label in enumerate(labels):
             pick = bands == b
@@ -255,8 +372,7 @@ def prompt_fate(root: Path, s: study.StudySettings, p: p2.Phase2Settings) -> pd.
 
 def phase1_curve(root: Path, s: study.StudySettings) -> pd.DataFrame:
     """Every candidate's phase 1: exact held-out pass@1 at each evaluation with its standard error over prompts,
-    the mean of the last plateau_window evaluations (what the plateau test compares), and whether the candidate
-    was chosen."""
+    a centred moving mean over plateau_window evaluations, and whether the candidate was chosen."""
     chosen = study.chosen(s, root)
     rows = []
     for c in s.candidates:
@@ -267,6 +383,26 @@ def phase1_curve(root: Path, s: study.StudySettings) -> pd.DataFrame:
                          "se": float(x.std(ddof=1) / np.sqrt(x.size))})  # fmt: skip
     out = pd.DataFrame(rows)
     out["smoothed"] = out.groupby("candidate")["pass1"].transform(
-        lambda x: x.rolling(s.plateau_rule.window, min_periods=s.plateau_rule.window).mean()
+        lambda x: x.rolling(s.plateau_rule.window, min_periods=s.plateau_rule.window, center=True).mean()
     )
     return out
+
+
+def conclusion(verdict_table: pd.DataFrame, verdict_t: dict, status: dict[str, int]) -> list[str]:
+    """The verdict in sentences, each computed from the table (at the largest budget every comparison reached):
+    the rates used, each comparison's mean, its interval over seeds and prompts and its direction; what is still
+    running."""
+    f16, f512 = (verdict_t[n].best for n in (study.BASE_N, p2.BROAD_N))
+    tuned = (f"tuned multiples of the rule's rate: ProRL {f16:g}x, BroRL {f512:g}x" if None not in (f16, f512)
+             else "the rates are still being tuned")  # fmt: skip
+    lines = [f"phase 2: {status['finished']} of {status['planned']} planned runs finished; {tuned}"]
+    if verdict_table.empty:
+        return lines + ["no comparison has two seeds yet: no verdict"]
+    for (rates, comparison), g in verdict_table.groupby(["rates", "comparison"], sort=False):
+        r = g.loc[g["budget"].idxmax()]
+        lines.append(
+            f"{rates} rates, {comparison} at {int(r['budget']):,} samples: {r['mean']:+.3f} "
+            f"[{r['ci_low_seeds_prompts']:+.3f}, {r['ci_high_seeds_prompts']:+.3f}] over {int(r['seeds'])} seeds and "
+            f"the held-out prompts -> {r['direction']}"
+        )
+    return lines

@@ -54,11 +54,18 @@ def band_labels(edges: list[float]) -> list[str]:
     return [f"[{a:.3g}, {b:.3g}{']' if k == len(edges) - 2 else ')'}" for k, (a, b) in enumerate(zip(edges, edges[1:]))]
 
 
+EDGE_TOLERANCE = 1e-6  # a float sum of probabilities may pass an edge by rounding (1.0000001 is 1)
+
+
 def band_of(q: np.ndarray, edges: list[float]) -> np.ndarray:
-    """Band index of each q (the last band includes its upper edge); -1 outside every band."""
-    idx = np.searchsorted(np.asarray(edges), q, side="right") - 1
-    idx[q == edges[-1]] = len(edges) - 2
-    idx[(q < edges[0]) | (q > edges[-1])] = -1
+    """Band index of each q (the last band includes its upper edge; a q within EDGE_TOLERANCE outside the first or
+    last edge counts as on it); -1 outside every band."""
+    q = np.asarray(q, dtype=float)
+    lo, hi = edges[0], edges[-1]
+    inside = (q >= lo - EDGE_TOLERANCE) & (q <= hi + EDGE_TOLERANCE)
+    idx = np.searchsorted(np.asarray(edges), np.clip(q, lo, hi), side="right") - 1
+    idx[np.clip(q, lo, hi) == hi] = len(edges) - 2
+    idx[~inside] = -1
     return idx
 
 

@@ -1,0 +1,57 @@
+"""Notebook 04's countdown study from a terminal, one stage at a time, with a profile's parameters:
+
+    python -m brorl_lib.rlvr plateau --profile paper --set runs_dir=build/runs/my_study
+    python -m brorl_lib.rlvr phase2 --profile paper --limit 4
+
+Every stage resumes where it stopped (the notebook reads the same folders back); ``--set NAME=VALUE`` overrides
+one parameter (VALUE is YAML: ``--set seeds=[0,1]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import yaml
+
+STAGES = ("screen", "plateau", "quality", "phase2")
+
+
+def config_from(profile: str, overrides: list[str]):
+    from brorl_lib.core.profiles import load_profile
+    from brorl_lib.rlvr.study_config import CountdownStudyConfig
+
+    values = CountdownStudyConfig.defaults() | load_profile(profile)["04_laptop_rlvr"]["parameters"]
+    for item in overrides:
+        name, sep, text = item.partition("=")
+        if not sep:
+            raise ValueError(f"--set {item!r} is not allowed: write NAME=VALUE")
+        CountdownStudyConfig.parameter(name)  # names the parameters when this one is unknown
+        values[name] = yaml.safe_load(text)
+    return CountdownStudyConfig(**values)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m brorl_lib.rlvr", description=__doc__.splitlines()[0])
+    parser.add_argument("stage", choices=STAGES)
+    parser.add_argument("--profile", default="paper", help="params/<profile>.yaml (default: paper)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a parameter")
+    parser.add_argument("--limit", type=int, default=None, help="phase2: run at most this many arms, then stop")
+    args = parser.parse_args(argv)
+    cfg = config_from(args.profile, args.set)  # validated before any work
+    from brorl_lib.rlvr import study, study_phase2
+
+    root = cfg.runs_path()
+    print(f"countdown study, stage {args.stage}, runs in {root}", flush=True)
+    if args.stage == "screen":
+        print(study.screen(cfg.study(), root).to_string())
+    elif args.stage == "plateau":
+        record = study.plateau_stage(cfg.study(), root)
+        print({k: v for k, v in record.items() if k != "bands"})
+    elif args.stage == "quality":
+        study.update_quality_stage(cfg.study(), cfg.quality(), root)
+    else:
+        print(f"{study_phase2.run(cfg.study(), cfg.phase2(), root, limit=args.limit)} arms run")
+
+
+if __name__ == "__main__":
+    main()
