@@ -13,7 +13,7 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.utils.tokenizer import continuous_token_wiring
 
 from brorl_lib.models import tiny
-from brorl_lib.verl_recipe import configs, guard, record, tokenizer_fallback
+from brorl_lib.verl_recipe import configs, guard, record, smoke_metrics, tokenizer_fallback
 from brorl_lib.verl_recipe.cpu import plugin, profile, rollout, tiny_model
 from brorl_lib.verl_recipe.cpu.platform import CPUDeviceModule, CPUPlatform
 
@@ -112,9 +112,27 @@ def test_guard_stops_dynamic_sampling_after_the_round_cap(monkeypatch):
 
 
 def test_guard_leaves_validation_and_unbounded_runs_alone(monkeypatch):
-    monkeypatch.setattr(ReplayBuffer, "sample", lambda self, *a: "verl's sample")
-    assert bounded_buffer(1, lambda n: None).sample(1, "val", 4) == "verl's sample"
-    assert bounded_buffer(0, lambda n: None).sample(1, "train", 4) == "verl's sample"
+    monkeypatch.setattr(ReplayBuffer, "sample", lambda self, *a: ("verl's sample", {"verl": 1}))
+    assert bounded_buffer(1, lambda n: None).sample(1, "val", 4) == ("verl's sample", {"verl": 1})
+    batch, metrics = bounded_buffer(0, lambda n: None).sample(1, "train", 4)
+    assert batch == "verl's sample" and metrics["verl"] == 1 and metrics[smoke_metrics.ROUNDS_KEY] == 1.0
+
+
+def test_guard_logs_rounds_resident_samples_and_the_task_runners_memory(monkeypatch):
+    def refill_twice(self, global_steps, partition_id, batch_size):  # 4 prompts x 2 rollouts held, then 2 refills
+        self.partitions["train"] = {f"p{i}_{j}": {} for i in range(4) for j in range(2)}
+        self.refill_fn(2)
+        self.partitions["train"] |= {f"q{i}_{j}": {} for i in range(2) for j in range(2)}
+        self.refill_fn(2)
+        self.partitions["train"] = {}  # the batch taken out
+        return "batch", {"verl": 1}
+
+    monkeypatch.setattr(ReplayBuffer, "sample", refill_twice)
+    _, metrics = bounded_buffer(3, lambda n: None).sample(1, "train", 4)
+    assert metrics[smoke_metrics.ROUNDS_KEY] == (4 + 2 + 2) / 4  # prompts generated / data.train_batch_size
+    assert metrics[smoke_metrics.RESIDENT_KEY] == 4 * 2 + 2 * 2  # the most keys held, seen at a refill
+    assert metrics[smoke_metrics.RSS_KEY] > 0 and metrics[smoke_metrics.NODE_AVAILABLE_KEY] > 0
+    assert metrics["verl"] == 1
 
 
 def test_recipe_hands_the_guard_the_keys_verl_reads():

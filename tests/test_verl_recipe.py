@@ -552,9 +552,20 @@ def test_schedules_run_the_arms_one_after_the_other_or_side_by_side_on_half_the_
     s = report.schedule_table(plan).set_index("schedule")
     seq, side = s.loc[report.SEQUENTIAL], s.loc[report.SIDE_BY_SIDE]
     assert (seq.gpus_per_arm, side.gpus_per_arm) == (64, 32)
-    assert (seq.prorl_ends_h, seq.brorl_ends_h, seq.wall_hours) == pytest.approx((133.8, 307.6, 307.6))
-    assert (side.prorl_ends_h, side.brorl_ends_h, side.wall_hours) == pytest.approx((267.6, 347.6, 347.6))
-    assert side.cluster_gpu_hours == pytest.approx(347.6 * 64)
+    first = 173.8 / 191 * 64 / 16  # BroRL's first step of the smoke profile: Table 1's hours per step on 16 GPUs
+    smoke_h = 2 * first + 2 * 133.8 / 535 * 64 / 16  # two steps of each arm, BroRL first
+    assert report.smoke_hours() == pytest.approx({"brorl": 2 * first, "prorl": smoke_h - 2 * first})
+    assert list(report.smoke_hours()) == ["brorl", "prorl"]
+    for row in (seq, side):  # the smoke first: BroRL's first full step long before ProRL's week ends
+        assert (row.brorl_first_full_step_h, row.smoke_ends_h) == pytest.approx((first, smoke_h))
+    assert seq.brorl_first_full_step_h < seq.prorl_ends_h - 133.8  # before ProRL's run starts
+    assert (seq.prorl_ends_h, seq.brorl_ends_h, seq.wall_hours) == pytest.approx(
+        (smoke_h + 133.8, smoke_h + 307.6, smoke_h + 307.6)
+    )
+    assert (side.prorl_ends_h, side.brorl_ends_h, side.wall_hours) == pytest.approx(
+        (smoke_h + 267.6, smoke_h + 347.6, smoke_h + 347.6)
+    )
+    assert side.cluster_gpu_hours == pytest.approx((smoke_h + 347.6) * 64)
     assert "estimate" in report.schedule_note(report.schedule_table(plan))
     one = report.schedule_table(report.plan_table(report.VerlTrainingConfig(**notebook_params(arms=["brorl"]))))
     assert one.schedule.tolist() == [report.SEQUENTIAL]  # one arm: nothing to run beside it

@@ -7,7 +7,9 @@ rollouts are all right or all wrong and generates more prompts until the step's 
 warns), so a model whose groups are all filtered, one that solves none or all of the prompts, refills
 forever. ``BoundedReplayBuffer`` is verl's own replay buffer with that key honoured: a step that has
 generated ``max_num_gen_batches`` rounds of ``data.train_batch_size`` prompts and still lacks a full batch
-stops the run with ``DynamicSamplingExhausted``, which says why and what to change.
+stops the run with ``DynamicSamplingExhausted``, which says why and what to change. Each training step it
+also logs what verl does not: the dynamic-sampling rounds, the most samples it held in TransferQueue, and
+the TaskRunner's resident memory (``smoke_metrics.step_metrics``).
 
 verl loads it through its supported hook, ``trainer.v1.sampler.custom_sampler.{path,name}``
 (``trainer_base.py::_build_replay_buffer``), in the trainer process only. A custom sampler receives neither
@@ -20,6 +22,8 @@ verl's built-in buffer would have been given, and both keys act as verl document
 from __future__ import annotations
 
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+
+from brorl_lib.verl_recipe.smoke_metrics import step_metrics
 
 
 class DynamicSamplingExhausted(RuntimeError):
@@ -59,21 +63,30 @@ class BoundedReplayBuffer(ReplayBuffer):
         )
 
     def sample(self, global_steps: int, partition_id: str, batch_size: int):
-        if partition_id == "val" or self.filter_groups_metric is None or self.max_rounds <= 0:
+        if partition_id == "val":
             return super().sample(global_steps, partition_id, batch_size)
-        refill, sent = self.refill_fn, [0]
+        refill, sent, resident = self.refill_fn, [0], [self.resident_samples()]
+        bounded = self.filter_groups_metric is not None and self.max_rounds > 0
         allowed = (self.max_rounds - 1) * self.train_batch_size
 
         def counted(count: int):
-            if sent[0] + count > allowed:
+            if bounded and sent[0] + count > allowed:
                 raise DynamicSamplingExhausted(
                     exhausted_message(self.max_rounds, self.train_batch_size, self.filter_groups_metric)
                 )
             sent[0] += count
+            resident[0] = max(resident[0], self.resident_samples())
             return refill(count)
 
         self.refill_fn = counted
         try:
-            return super().sample(global_steps, partition_id, batch_size)
+            batch, metrics = super().sample(global_steps, partition_id, batch_size)
         finally:
             self.refill_fn = refill
+        resident[0] = max(resident[0], self.resident_samples(), len(getattr(batch, "keys", ())))
+        return batch, {**metrics, **step_metrics(batch_size + sent[0], self.train_batch_size, resident[0])}
+
+    def resident_samples(self) -> int:
+        """Samples the buffer tracks in TransferQueue now: one key per rollout (``<prompt uid>_<index>``), every
+        partition, pending and finished."""
+        return sum(len(keys) for keys in self.partitions.values())

@@ -24,7 +24,7 @@ from brorl_lib.core.params import LEARNING_RATE, SEED_MAX, TEMPERATURE, Notebook
 from brorl_lib.core.paths import BUILD_DIR, REPO_ROOT
 from brorl_lib.facts import reported as paper
 from brorl_lib.facts.arms import Arm
-from brorl_lib.verl_recipe import configs, data, launch, logs, rewards
+from brorl_lib.verl_recipe import configs, data, launch, logs, rewards, smoke
 from brorl_lib.verl_recipe.codec import decode_entry
 from brorl_lib.verl_recipe.tasks import DEFAULT_TASKS, FIGURE4_TASKS
 
@@ -385,6 +385,22 @@ PLAN_BASIS = (
 )
 
 
+def reported_hours_per_step(arm_name: str) -> float:
+    """Hours per step of the paper's arm on its 64 GPUs: Table 1's longest row of that arm (reported)."""
+    t1 = paper.table1_arms()
+    longest = t1[t1["method"] == ARM_LABELS[arm_name]].sort_values("steps_added").iloc[-1]
+    return float(longest["time_h"] / longest["steps_added"])
+
+
+def smoke_hours(settings: smoke.SmokeSettings | None = None) -> dict[str, float]:
+    """Estimated hours of the smoke profile per arm, in the order it runs them (``smoke.ORDER``, BroRL first): its
+    steps at the paper's batch and response length, Table 1's hours per step scaled linearly from the paper's
+    64 GPUs to the smoke's (our assumption)."""
+    settings = settings or smoke.SmokeSettings()
+    gpus = settings.nnodes * settings.n_gpus_per_node
+    return {a: settings.steps * reported_hours_per_step(a) * PAPER_GPUS / gpus for a in smoke.ORDER}
+
+
 def plan_table(cfg: VerlTrainingConfig) -> pd.DataFrame:
     """Per arm: batch shape, learning rate, and the expected samples, hours and GPU-hours.
 
@@ -394,14 +410,11 @@ def plan_table(cfg: VerlTrainingConfig) -> pd.DataFrame:
     GPUs to this cluster, both linearly (our assumption); ``hours_basis`` says so in every row.
     """
     rates = paper.table2_pass_rates()
-    t1 = paper.table1_arms()
     gpus = cfg.nnodes * cfg.n_gpus_per_node
     rows = []
     for arm in cfg.arm_specs():
-        label = ARM_LABELS[arm.name]
         paper_n, paper_prompts = configs.PAPER_ARMS[arm.name]
-        longest = t1[t1["method"] == label].sort_values("steps_added").iloc[-1]
-        hours_per_step = longest["time_h"] / longest["steps_added"]
+        hours_per_step = reported_hours_per_step(arm.name)
         pass_rate = rates[paper_n]
         per_step = arm.samples_per_step / pass_rate
         hours = arm.steps * hours_per_step * arm.samples_per_step / (paper_n * paper_prompts) * PAPER_GPUS / gpus
@@ -433,18 +446,27 @@ def plan_table(cfg: VerlTrainingConfig) -> pd.DataFrame:
 
 
 SCHEDULE_BASIS = (
-    "each arm's expected hours from the plan (Table 1's hours per step, reported, scaled linearly), and on half "
-    "the GPUs twice those hours (linear scaling, our assumption)"
+    "the smoke profile first (BroRL's steps, then ProRL's, on its nodes) and each arm's expected hours from the "
+    "plan (Table 1's hours per step, reported, scaled linearly), and on half the GPUs twice those hours (linear "
+    "scaling, our assumption)"
 )
 SEQUENTIAL, SIDE_BY_SIDE = "one after the other", "side by side"
 
 
 def _schedule_row(schedule: str, gpus_per_arm: int, ends: dict[str, float], gpus: int, choose: str) -> dict:
-    """One schedule: when each arm ends, the wall time, and the GPU-hours of holding the whole cluster."""
+    """One schedule after the smoke profile (``smoke_hours``): when BroRL's first full step and the smoke end, when
+    each arm ends, the wall time, and the GPU-hours of holding the whole cluster."""
+    hours = smoke_hours()
+    first = list(hours)
+    before = sum(hours[a] for a in first[: first.index("brorl")])
+    smoke_end = sum(hours.values())
+    ends = {arm: smoke_end + h for arm, h in ends.items()}
     wall = max(ends.values())
     return {
         "schedule": schedule,
         "gpus_per_arm": gpus_per_arm,
+        "brorl_first_full_step_h": before + hours["brorl"] / smoke.SmokeSettings().steps,
+        "smoke_ends_h": smoke_end,
         **{f"{arm}_ends_h": h for arm, h in ends.items()},
         "wall_hours": wall,
         "cluster_gpu_hours": wall * gpus,
@@ -453,7 +475,8 @@ def _schedule_row(schedule: str, gpus_per_arm: int, ends: dict[str, float], gpus
 
 
 def schedule_table(plan: pd.DataFrame) -> pd.DataFrame:
-    """Two ways to run the plan's arms on its cluster, in estimated hours (``SCHEDULE_BASIS``).
+    """Two ways to run the plan's arms on its cluster, in estimated hours (``SCHEDULE_BASIS``), each after the smoke
+    profile (two nodes, full length, BroRL first), so that BroRL's first full step comes before ProRL's week.
 
     One after the other (what ``execute`` and recipes/brorl/README.md do): each arm on every GPU, so each
     ends sooner and the first arm's results come early. Side by side: each arm on half the GPUs (its own Ray

@@ -1,11 +1,14 @@
-"""The one-node smoke profile: what a user runs first on real hardware, before the 64-GPU run.
+"""The smoke profile: what a user runs first on real hardware, before the 64-GPU run.
 
 ``recipes/brorl/smoke/<arm>/`` is each committed arm's overrides plus a short, listed delta (``delta``):
-one node of ``n_gpus_per_node`` GPUs, the paper's N and prompts per step unchanged (so vLLM, TransferQueue,
-the driver's padded batch and dynamic sampling meet the paper's batch), responses cut to
-``response_length`` tokens, ``steps`` steps with a checkpoint after each. Everything else is the recipe's,
-including the start model's tokenizer, flash-attn and Math-Verify's pool in the reward worker: every
-failure a week-long run could meet in its first step, met in about two node-hours.
+two nodes of ``n_gpus_per_node`` GPUs (NCCL across nodes, Ray placing workers and the TaskRunner on either
+node), the paper's N, prompts per step and full response length unchanged (so vLLM, TransferQueue, the
+driver's padded batch, the full-length micro-batches and dynamic sampling meet the paper's step), ``steps``
+steps with a checkpoint after each, BroRL first (``ORDER``: its 65,536-sample step is the least tried).
+Everything else is the recipe's, including the start model's tokenizer, flash-attn and Math-Verify's pool in
+the reward worker: every failure a week-long run could meet in its first step, met before the week starts.
+Each arm's report adds what ``smoke_metrics`` reads from its logs (peak GPU memory, the TaskRunner's memory,
+TransferQueue's resident samples, step-0 validation per source, dynamic-sampling rounds, step times).
 
 ``python -m brorl_lib.verl_recipe.smoke`` runs it per arm: a launch killed after checkpoint 1, a relaunch
 that must resume at step 2 into a new log segment, then the seconds per step read back from verl's own logs
@@ -24,27 +27,29 @@ from brorl_lib.core.paths import REPO_ROOT
 from brorl_lib.core.validation import check_int
 from brorl_lib.facts import reported as paper
 from brorl_lib.facts.arms import Arm
-from brorl_lib.verl_recipe import configs, launch, logs
+from brorl_lib.verl_recipe import configs, launch, logs, smoke_metrics
 
 RECIPE_DIR = REPO_ROOT / "recipes" / "brorl" / "smoke"
 RUN_NAME = "smoke"  # logs under data/runs/verl/smoke/<arm>/ unless RUN_DIR is set
 DELTA_GROUPS = ("nodes", "length", "schedule")
+ORDER = ("brorl", "prorl")  # BroRL first: a failure of its larger step surfaces before ProRL's week
 
 
 @dataclass(frozen=True)
 class SmokeSettings:
-    """The smoke profile's shape (our choices: one 8-GPU node, 2,048-token responses, two steps)."""
+    """The smoke profile's shape (our choices: two 8-GPU nodes, the fewest that cross a node boundary; the
+    paper's full response length, as the paper profile; two steps, so a kill after step 1 leaves one to resume)."""
 
-    nnodes: int = 1
+    nnodes: int = 2
     n_gpus_per_node: int = 8
-    response_length: int = 2048  # tokens: long enough for a reasoning model to answer some prompts
+    response_length: int = configs.MAX_RESPONSE_LENGTH  # tokens: the paper's (BroRL §4.2.1)
     steps: int = 2
 
     def __post_init__(self) -> None:
-        if self.nnodes != 1:
+        if not isinstance(self.nnodes, int) or self.nnodes < 2:
             raise ValueError(
-                f"trainer.nnodes={self.nnodes} is not allowed in the smoke profile: it runs on one node "
-                "(use the cluster profile, recipes/brorl/<arm>/, for more)"
+                f"trainer.nnodes={self.nnodes!r} is not allowed in the smoke profile: it covers at least 2 nodes "
+                "(NCCL across nodes, Ray's placement over nodes); one node is what preflight checks"
             )
         check_int("trainer.n_gpus_per_node", self.n_gpus_per_node, low=1)
         check_int("data.max_response_length", self.response_length, low=1)
@@ -93,7 +98,8 @@ def seconds_per_step(arm_dir: Path) -> float:
 
 
 def report(name: str, arm_dir: Path, settings: SmokeSettings) -> str:
-    """One line: seconds per step here, and the hours they imply for the paper's steps (our linear estimate)."""
+    """Seconds per step here and the hours they imply for the paper's steps (our linear estimate), then what
+    ``smoke_metrics`` reads from the arm's logs, one line each."""
     s = seconds_per_step(arm_dir)
     steps = configs.table1_stops(name)[-1]
     gpus = settings.nnodes * settings.n_gpus_per_node
@@ -102,13 +108,13 @@ def report(name: str, arm_dir: Path, settings: SmokeSettings) -> str:
         f"{name}: {s:.1f} s per step at {settings.response_length}-token responses on {gpus} GPUs; "
         f"{steps} steps: {s * steps / 3600:.1f} h here, about {s * steps / 3600 * gpus / paper_gpus:.1f} h on "
         f"{paper_gpus} GPUs if it scales linearly (an estimate; responses up to "
-        f"{configs.MAX_RESPONSE_LENGTH} tokens take longer)"
-    )
+        f"{configs.MAX_RESPONSE_LENGTH} tokens take longer)\n"
+    ) + smoke_metrics.format_measures(smoke_metrics.measures(arm_dir))
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m brorl_lib.verl_recipe.smoke", description=__doc__.splitlines()[0])
-    p.add_argument("--arms", nargs="+", default=list(configs.PAPER_ARMS), choices=list(configs.PAPER_ARMS))
+    p.add_argument("--arms", nargs="+", default=list(ORDER), choices=list(configs.PAPER_ARMS), help="in order")
     p.add_argument("--timeout", type=float, default=7200, help="seconds per launch (default 2 h)")
     args = p.parse_args(argv)
     missing = [v for v in ("MODEL_PATH", "DATA_DIR", "CKPT_DIR") if not os.environ.get(v)]

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # BroRL companion, arm brorl, smoke profile: N=512 rollouts x 128 prompts per step (the paper's), 2 RL steps with
-# short responses, verl 0.9.1 on one node of 8 GPUs. The overrides are the arm's committed ones
-# (../../brorl/overrides.txt) plus the delta of brorl_lib/verl_recipe/smoke.py. Run it first on real hardware
-# (about two node-hours): `python -m brorl_lib.verl_recipe.smoke` kills it after step 1, resumes it and prints
-# seconds per step.
+# the paper's full response length (16,384 tokens), verl 0.9.1 on two nodes of 8 GPUs (a Ray cluster started on
+# both, as for the full run). The overrides are the arm's committed ones (../../brorl/overrides.txt) plus the
+# delta of brorl_lib/verl_recipe/smoke.py. Run it on real hardware first, before the ProRL arm's:
+# `python -m brorl_lib.verl_recipe.smoke` kills it after step 1, resumes it and prints seconds per step, peak
+# memory, TransferQueue's resident samples, step-0 validation and dynamic-sampling rounds.
 #
 # MODEL_PATH, DATA_DIR and CKPT_DIR come from the environment (launch_arm.sh says what each holds).
 # Logs go to $RUN_DIR/brorl (default <repo>/data/runs/verl/smoke/brorl).
