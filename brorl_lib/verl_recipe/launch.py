@@ -6,13 +6,15 @@ lines of the ``overrides.txt`` beside it, the same Hydra overrides that ``config
 ``trainer.resume_mode=auto`` continues from the newest checkpoint, and the file logger gets a fresh
 ``logs/segment_NNN.jsonl``. Environment variables reach verl's Ray actors only through the Ray runtime env,
 so ``launch_arm.sh`` passes the log path, PYTHONPATH (for the reward function) and ``RAY_ENV`` there as well.
+Each launch runs in a session of its own (``processes.start``) and is ended whole: the script, verl and the
+local Ray cluster it started.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -20,7 +22,7 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path, PurePosixPath
 
 from brorl_lib.facts.arms import Arm
-from brorl_lib.verl_recipe import logs
+from brorl_lib.verl_recipe import logs, processes
 from brorl_lib.verl_recipe.configs import segment_stops
 
 # What every launch sets: verl imports the tokenizer fallback in each of its processes (agent-loop workers
@@ -52,20 +54,13 @@ def stops(arm: Arm) -> list[int]:
 
 
 def start(script: Path, env: Mapping[str, str], extra: Collection[str], log) -> subprocess.Popen:
-    """Start a launch script in its own process group (so ``stop`` can take Ray down with it)."""
-    return subprocess.Popen(
-        ["bash", str(script), *extra], env=dict(env), start_new_session=True, stdout=log, stderr=log
-    )
+    """Start a launch script in a session of its own (so ``stop`` can take Ray down with it)."""
+    return processes.start(["bash", str(script), *extra], env, stdout=log, stderr=log)
 
 
 def stop(proc: subprocess.Popen) -> None:
-    """Kill a launch's process group (the driver and the Ray processes it started) and wait for it."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    proc.wait()
+    """Kill a launch: the script, the driver and the Ray processes it started (``processes.end``)."""
+    processes.end(proc)
 
 
 def launch(script: Path, env: Mapping[str, str], extra: Collection[str] = (), timeout_s: float = 1800, log=None) -> int:
@@ -116,13 +111,16 @@ def launch_and_kill(
 
 
 def run_script(script: Path, on_line: Callable[[str], None] = lambda s: print(s, flush=True)) -> None:
-    """Run a launch script, passing each output line to ``on_line``; RuntimeError on a non-zero exit."""
+    """Run a launch script, passing each output line to ``on_line``; RuntimeError on a non-zero exit. SIGTERM,
+    SIGINT, SIGHUP or a kernel interrupt end the whole launch (``processes.stop_on_signals``)."""
     env = {**os.environ, "PYTHON": sys.executable}  # the launch uses this interpreter's environment
-    proc = subprocess.Popen(
-        ["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env
-    )
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        on_line(line.rstrip("\n"))
-    if proc.wait() != 0:
+    with processes.stop_on_signals(f"the launch of {script}"):
+        proc = processes.start(["bash", str(script)], env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            for line in io.TextIOWrapper(proc.stdout, errors="replace"):
+                on_line(line.rstrip("\n"))
+            proc.wait()
+        finally:
+            stop(proc)
+    if proc.returncode != 0:
         raise RuntimeError(f"{script} exited with status {proc.returncode}; see {script.parent / 'console.log'}")

@@ -10,9 +10,11 @@ the reward worker: every failure a week-long run could meet in its first step, m
 Each arm's report adds what ``smoke_metrics`` reads from its logs (peak GPU memory, the TaskRunner's memory,
 TransferQueue's resident samples, step-0 validation per source, dynamic-sampling rounds, step times).
 
-``python -m brorl_lib.verl_recipe.smoke`` runs it per arm: a launch killed after checkpoint 1, a relaunch
-that must resume at step 2 into a new log segment, then the seconds per step read back from verl's own logs
-and the hours they imply for the paper's steps (an estimate from this machine, not from Table 1).
+``python -m brorl_lib.verl_recipe.smoke`` runs preflight's checks on the smoke profile first and stops on a
+failure; then, per arm: a launch killed after checkpoint 1, a relaunch that must resume at step 2 into a new
+log segment, then the seconds per step read back from verl's own logs and the hours they imply for the
+paper's steps (an estimate from this machine, not from Table 1). SIGTERM, SIGINT or SIGHUP end every process
+it started, Ray's included (``processes``); the terminal shows each stage and where its log is.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from brorl_lib.core.paths import REPO_ROOT
 from brorl_lib.core.validation import check_int
 from brorl_lib.facts import reported as paper
 from brorl_lib.facts.arms import Arm
-from brorl_lib.verl_recipe import configs, launch, logs, smoke_metrics
+from brorl_lib.verl_recipe import configs, launch, logs, preflight, processes, smoke_metrics
+from brorl_lib.verl_recipe.processes import say
 
 RECIPE_DIR = REPO_ROOT / "recipes" / "brorl" / "smoke"
 RUN_NAME = "smoke"  # logs under data/runs/verl/smoke/<arm>/ unless RUN_DIR is set
@@ -112,32 +115,67 @@ def report(name: str, arm_dir: Path, settings: SmokeSettings) -> str:
     ) + smoke_metrics.format_measures(smoke_metrics.measures(arm_dir))
 
 
+def preflight_passes(arms: list[str], skip: set[str]) -> bool:
+    """Preflight's checks (all but ``skip``) on the smoke profile of ``arms``, each printed; False on a failure."""
+    say(f"preflight: checking the smoke profile of {', '.join(arms)} ({preflight.COMMAND} --profile smoke)")
+    inputs = preflight.Inputs(os.environ["MODEL_PATH"], os.environ["DATA_DIR"], os.environ["CKPT_DIR"])
+    failed = []
+    for result in preflight.iter_checks(inputs, [preflight.read_plan(a, "smoke") for a in arms], skip):
+        print(preflight.format_result(result), flush=True)
+        if not result.ok:
+            failed.append(result.name)
+    if failed:
+        say(
+            f"preflight: {len(failed)} check(s) failed ({', '.join(failed)}): nothing was launched. Fix them (each "
+            "FAIL line says how), or skip a check you know does not apply with --skip NAME, and run again"
+        )
+    return not failed
+
+
+def run_arm(name: str, runs: Path, env: dict[str, str], timeout_s: float, settings: SmokeSettings) -> bool:
+    """One arm: a launch killed after checkpoint 1, then a relaunch that resumes to the last step."""
+    script = RECIPE_DIR / name / "launch.sh"
+    checkpoints = Path(os.environ["CKPT_DIR"]) / name
+    with open(runs / f"{name}.smoke.log", "ab") as log:
+        say(f"{name}: launching {script} until checkpoint 1 is saved and logged; log: {log.name}")
+        launch.launch_and_kill(script, env, checkpoints, 1, timeout_s=timeout_s, log=log, log_dir=runs / name / "logs")
+        say(f"{name}: killed after checkpoint 1; relaunching to resume to step {settings.steps}; log: {log.name}")
+        status = launch.launch(script, env, timeout_s=timeout_s, log=log)
+    if status != 0 or launch.latest_checkpoint(checkpoints) < settings.steps:
+        say(f"{name}: the resumed launch failed (status {status}); see {log.name}")
+        return False
+    print(report(name, runs / name, settings), flush=True)
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m brorl_lib.verl_recipe.smoke", description=__doc__.splitlines()[0])
     p.add_argument("--arms", nargs="+", default=list(ORDER), choices=list(configs.PAPER_ARMS), help="in order")
     p.add_argument("--timeout", type=float, default=7200, help="seconds per launch (default 2 h)")
+    p.add_argument(
+        "--skip", default="", help=f"comma-separated preflight checks to skip, of {','.join(preflight.CHECKS)}"
+    )
     args = p.parse_args(argv)
     missing = [v for v in ("MODEL_PATH", "DATA_DIR", "CKPT_DIR") if not os.environ.get(v)]
     if missing:
         p.error(f"set {', '.join(missing)} (see recipes/brorl/README.md)")
+    skip = {s for s in args.skip.split(",") if s}
+    if skip - set(preflight.CHECKS):
+        p.error(
+            f"--skip {','.join(sorted(skip - set(preflight.CHECKS)))}: unknown; checks are {','.join(preflight.CHECKS)}"
+        )
     settings = SmokeSettings()
+    if not preflight_passes(args.arms, skip):
+        return 1
     runs = Path(os.environ.get("RUN_DIR") or REPO_ROOT / "data" / "runs" / "verl" / RUN_NAME)
     runs.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "RUN_DIR": str(runs), "PYTHON": os.environ.get("PYTHON", sys.executable)}
-    for name in args.arms:
-        script = RECIPE_DIR / name / "launch.sh"
-        checkpoints = Path(os.environ["CKPT_DIR"]) / name
-        with open(runs / f"{name}.smoke.log", "ab") as log:
-            launch.launch_and_kill(
-                script, env, checkpoints, 1, timeout_s=args.timeout, log=log, log_dir=runs / name / "logs"
-            )
-            print(f"{name}: killed after checkpoint 1; relaunching to resume", flush=True)
-            status = launch.launch(script, env, timeout_s=args.timeout, log=log)
-        if status != 0 or launch.latest_checkpoint(checkpoints) < settings.steps:
-            print(f"{name}: the resumed launch failed (status {status}); see {log.name}", file=sys.stderr)
-            return 1
-        print(report(name, runs / name, settings), flush=True)
-    return 0
+    say(f"smoke run of {', '.join(args.arms)}: run folder {runs} (Ctrl-C or SIGTERM stops every process it starts)")
+    try:
+        with processes.stop_on_signals("the smoke run"):
+            return 0 if all(run_arm(name, runs, env, args.timeout, settings) for name in args.arms) else 1
+    except processes.Stopped as stop:
+        return stop.status
 
 
 if __name__ == "__main__":

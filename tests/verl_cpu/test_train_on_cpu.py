@@ -10,12 +10,15 @@ through the tokenizer fallback; the data include math rows; ProRL keeps the reci
 from __future__ import annotations
 
 import math
+import os
 import shutil
+import signal
+import sys
 
 import pytest
 
 from brorl_lib.models import tiny
-from brorl_lib.verl_recipe import configs, logs, record
+from brorl_lib.verl_recipe import configs, logs, processes, record
 from brorl_lib.verl_recipe.cpu import profile, run, tiny_model
 
 # Ray's dashboard is not under test: without it Ray 2.60 skips the dashboard's eight head modules (processes
@@ -119,3 +122,18 @@ def test_a_run_whose_groups_are_all_filtered_stops_with_a_reason(paths, tmp_path
     assert status != 0
     assert "DynamicSamplingExhausted" in text and "max_num_gen_batches=2" in text
     assert "pass rate on the training prompts" in text
+
+
+def test_sigterm_ends_the_cpu_run_with_its_ray_cluster(tmp_path):
+    # the real command and verl's trainer: SIGTERM once Ray's processes exist (raylet, gcs_server; Ray moves
+    # some into process groups of their own) leaves no process carrying this test's marker
+    from test_verl_processes import MARKER, command_line, stop_mid_run
+
+    cmd = [sys.executable, "-m", "brorl_lib.verl_recipe.cpu.run", "--arms", "prorl", "--no-eval"]
+    cmd += ["--work", str(tmp_path / "work"), "--runs", str(tmp_path / "runs")]
+
+    def raylet_exists(marker: str) -> bool:
+        return any("raylet" in command_line(p) for p in processes.marked(marker, MARKER))
+
+    status, err = stop_mid_run(cmd, dict(os.environ), raylet_exists, timeout_s=300)
+    assert status == 128 + signal.SIGTERM and "no process of it is left" in err

@@ -11,6 +11,9 @@ What it does, each step resumable (a finished step is skipped when run again):
 5. evaluation: ``python -m brorl_lib.evaluation`` on each merged checkpoint (Reasoning Gym, the CPU tasks,
    the paper's protocol at the CPU's response length) into ``<eval>/<label>/``.
 
+Every child (launches, the merger, the evaluation) runs in a session of its own; SIGTERM, SIGINT or SIGHUP end
+all of them, the local Ray cluster included (``processes``), and the terminal shows each stage and its log.
+
 The committed run (``data/runs/verl/verl-cpu``, ``data/runs/eval/verl-cpu-*``) is what notebook 05 shows as
 "verl on CPU"; ``make verl-cpu-run`` makes it again. ``make verl-test`` uses the functions here at the
 smallest size (tests/test_verl_cpu.py).
@@ -32,10 +35,11 @@ from brorl_lib.core import atomic
 from brorl_lib.core.paths import BUILD_DIR, REPO_ROOT
 from brorl_lib.core.validation import check_int
 from brorl_lib.tasks.generation import EntryRequest, generate
-from brorl_lib.verl_recipe import data
+from brorl_lib.verl_recipe import data, processes
 from brorl_lib.verl_recipe import launch as launch_mod
 from brorl_lib.verl_recipe.cpu import tiny_model
 from brorl_lib.verl_recipe.cpu.profile import MAX_RESPONSE_LENGTH, RUN_NAME, CpuSettings
+from brorl_lib.verl_recipe.processes import say
 from brorl_lib.verl_recipe.report import RUNS_DIR
 
 TASKS = ("family_relationships", "aiw")  # Figure 4 tasks with short answers a tiny model can guess
@@ -80,7 +84,7 @@ class Paths:
             "DATA_DIR": str(self.data_dir),
             "CKPT_DIR": str(self.checkpoints),
             "RUN_DIR": str(self.runs),
-            "PYTHON": sys.executable,
+            "PYTHON": os.environ.get("PYTHON", sys.executable),  # the interpreter that runs verl
             "PYTHONHASHSEED": "0",
         }
 
@@ -139,23 +143,22 @@ def merge(paths: Paths, arm: str, step: int) -> Path:
     source = paths.checkpoints / arm / f"global_step_{step}" / "actor"
     target = paths.work / "merged" / f"{arm}-step{step}"
     if not (target / "config.json").is_file():
-        subprocess.run(
+        processes.run(
             [sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp"]
             + ["--local_dir", str(source), "--target_dir", str(target)],
-            check=True,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
     return target
 
 
 def evaluate(model: Path, label: str, out: Path = EVAL_DIR, per_task: int = EVAL_PER_TASK) -> None:
     """The paper's protocol (16 samples, T 0.6, top-p 0.95) on the CPU tasks, responses capped at the run's length."""
-    subprocess.run(
+    processes.run(
         [sys.executable, "-m", "brorl_lib.evaluation", "--model", str(model), "--label", label]
         + ["--benchmarks", "rg_graphs", "rg_logic", "--rg-tasks", *TASKS, "--rg-per-task", str(per_task)]
         + ["--samples", str(EVAL_SAMPLES), "--max-tokens", str(MAX_RESPONSE_LENGTH), "--backend", "transformers"]
         + ["--out", str(out), "--no-progress"],
-        check=True,
         env={**os.environ, "PYTHONHASHSEED": "0"},
     )
 
@@ -169,20 +172,35 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-eval", action="store_true", help="skip merge and evaluation")
     args = p.parse_args(argv)
     paths = Paths(args.work.resolve(), args.runs.resolve(), START_MODEL)
-    prepare(paths, args.retrain_model)
-    if not args.no_eval:
+    try:
+        with processes.stop_on_signals("the CPU verl run"):
+            return run_all(paths, args.arms, args.retrain_model, not args.no_eval)
+    except processes.Stopped as stop:
+        return stop.status
+
+
+def run_all(paths: Paths, arms: list[str], retrain_model: bool, evaluation: bool) -> int:
+    """``main``'s stages: data and model, then per arm training (skipped when done), merge and evaluation."""
+    say(f"data and start model under {paths.work}")
+    prepare(paths, retrain_model)
+    if evaluation:
+        say(f"evaluating the start model into {EVAL_DIR / START_LABEL}")
         evaluate(paths.model, START_LABEL)
     steps = CpuSettings().steps
-    for arm in args.arms:
+    for arm in arms:
         if latest_checkpoint(paths, arm) < steps:
-            with open(paths.work / f"{arm}.console.log", "ab") as log:
+            console = paths.work / f"{arm}.console.log"
+            say(f"arm {arm}: training to step {steps} with {script(arm)}; log: {console}")
+            with open(console, "ab") as log:
                 status = launch(arm, paths, log=log)
             if status != 0 or latest_checkpoint(paths, arm) < steps:
-                print(f"arm {arm} failed (status {status}); see {paths.work / f'{arm}.console.log'}", file=sys.stderr)
+                say(f"arm {arm} failed (status {status}); see {console}")
                 return 1
-        print(f"arm {arm}: trained to step {steps}; logs in {paths.runs / arm / 'logs'}")
-        if not args.no_eval:
-            evaluate(merge(paths, arm, steps), EVAL_LABEL.format(arm=arm, step=steps))
+        say(f"arm {arm}: trained to step {steps}; logs in {paths.runs / arm / 'logs'}")
+        if evaluation:
+            label = EVAL_LABEL.format(arm=arm, step=steps)
+            say(f"arm {arm}: merging step {steps} and evaluating it into {EVAL_DIR / label}")
+            evaluate(merge(paths, arm, steps), label)
     return 0
 
 
