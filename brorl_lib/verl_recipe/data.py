@@ -162,6 +162,13 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
+def hub_revision(source: str) -> tuple[str, str | None]:
+    """A Hugging Face dataset id and its pinned revision: ("owner/name", "<commit>") from "owner/name@<commit>",
+    (source, None) without '@' (the dataset's moving main)."""
+    name, sep, revision = source.partition("@")
+    return (name, revision) if sep else (source, None)
+
+
 def is_local(source: str) -> bool:
     """A local file (by suffix, or because it exists) rather than a Hugging Face dataset id."""
     return source.endswith(LOCAL_SUFFIXES) or Path(source).expanduser().exists() or source.startswith(("/", ".", "~"))
@@ -253,7 +260,8 @@ def load_records(source: str, family: str, param: str) -> pd.DataFrame:
     dataset id, with this recipe's fields or (math, STEM, code) in verl's schema (``verl_records``), all
     checked (``check_records``) before it returns.
 
-    Nothing is fetched unless this is called with a dataset id; a missing file or an unreachable id
+    A dataset id may be pinned to a commit, ``owner/name@<commit>`` (``hub_revision``). Nothing is fetched unless
+    this is called with a dataset id; a missing file or an unreachable id
     raises FileNotFoundError naming ``param``, the dataset, and how to supply a local copy.
     """
     fields = RECORD_FIELDS[family]
@@ -275,7 +283,8 @@ def load_records(source: str, family: str, param: str) -> pd.DataFrame:
         try:
             import datasets  # imported here only: nothing downloads at import
 
-            df = datasets.load_dataset(source, split="train").to_pandas()
+            repo, revision = hub_revision(source)  # pinned like the start model when given as owner/name@<commit>
+            df = datasets.load_dataset(repo, split="train", revision=revision).to_pandas()
         except Exception as err:  # noqa: BLE001 - no network, unknown id, gated dataset: all mean "missing"
             raise FileNotFoundError(
                 f"{param}={source!r}: the Hugging Face dataset {source} could not be loaded "
@@ -327,7 +336,7 @@ def records_frames(
         return _frame([]), _frame([])
     df = load_records(source, family, param)
     df = df.sample(frac=1.0, random_state=task_seed(seed, family, "shuffle")).reset_index(drop=True)
-    default = Path(source).stem if is_local(source) else source.split("/")[-1]
+    default = Path(source).stem if is_local(source) else hub_revision(source)[0].split("/")[-1]
     val_part = df.iloc[:val_count]
     train_part = df.iloc[val_count:] if train_count == 0 else df.iloc[val_count : val_count + train_count]
     train, val = record_rows(family, train_part, "train", default), record_rows(family, val_part, "val", default)

@@ -2,7 +2,8 @@
 
 The scripts there are written by hand: ``launch_arm.sh`` (the launch body), one short ``launch.sh`` per arm
 and profile with its variables beside it, one ``profile.sh`` per profile (its run folder and environment),
-``evaluate.sh`` and the README. What is computed is generated:
+``evaluate.sh``, ``slurm/run_arm.sh`` (a Slurm batch job: a Ray cluster on its nodes, then one arm) and the
+README. What is computed is generated:
 per arm and profile, ``overrides.txt`` (the Hydra overrides, from ``configs.py``) and ``config.yaml``
 (verl's ``ppo_trainer.yaml`` composed with them by Hydra and checked by verl's ``validate_config``).
 ``python -m brorl_lib.verl_recipe.record`` writes those; ``--check`` compares instead and names every file
@@ -30,7 +31,7 @@ COMMAND = "python -m brorl_lib.verl_recipe.record"
 PROFILES = {"": "the cluster profile", "cpu/": "the cpu profile", "smoke/": "the smoke profile"}  # folder prefix
 VARIABLES = ("MODEL_PATH", "DATA_DIR", "CKPT_DIR")  # <NAME> in overrides.txt and config.yaml
 HAND_WRITTEN = (
-    ("launch_arm.sh", "evaluate.sh", "README.md")
+    ("launch_arm.sh", "evaluate.sh", "README.md", "slurm/run_arm.sh")
     + tuple(f"{d}profile.sh" for d in PROFILES)
     + tuple(f"{d}{a}/launch.sh" for d in PROFILES for a in configs.PAPER_ARMS)
 )  # fmt: skip

@@ -50,8 +50,9 @@ RUN_NAME = {
     "pattern": r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}",
     "pattern_doc": "one folder name: 1 to 100 letters, digits, '_', '.' and '-', starting with a letter or digit",
 }
-# A Hugging Face dataset id: "name" or "owner/name" (letters, digits, '_', '.', '-').
-HF_DATASET_ID = r"(?:[A-Za-z0-9_][A-Za-z0-9_.-]*/)?[A-Za-z0-9_][A-Za-z0-9_.-]*"
+# A Hugging Face dataset id: "name" or "owner/name" (letters, digits, '_', '.', '-'), optionally pinned to a commit
+# as "owner/name@<40 hex digits>" (data.hub_revision), as the start model is.
+HF_DATASET_ID = r"(?:[A-Za-z0-9_][A-Za-z0-9_.-]*/)?[A-Za-z0-9_][A-Za-z0-9_.-]*(?:@[0-9a-f]{40})?"
 _SUFFIXES = f"{', '.join(data.LOCAL_SUFFIXES[:-1])} or {data.LOCAL_SUFFIXES[-1]}"
 DATASET = {
     "item_doc": f"empty for none, a Hugging Face dataset id (owner/name) or a local {_SUFFIXES} file that exists"
