@@ -4,6 +4,7 @@ the README's GPU-hours against the plan, and datasets pinned by commit."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -120,3 +121,12 @@ def test_a_dataset_pinned_by_commit_is_loaded_at_that_commit(monkeypatch):
     monkeypatch.setattr(sys.modules["datasets"], "load_dataset", load_dataset, raising=False)
     df = data.load_records(f"owner/math@{commit}", "math", "math_dataset")
     assert seen == {"repo": "owner/math", "split": "train", "revision": commit} and len(df) == 1
+
+
+def test_docs_name_what_only_the_cluster_checks_and_each_cpu_test_exists():
+    docs = (record.REPO_ROOT / "docs" / "gpu-and-clusters.md").read_text()
+    section = docs.split("### What only the cluster can check", 1)[1].split("\n## ", 1)[0]
+    for needs in ("NCCL across nodes", "16,384-token responses, 36,864-token micro-batches", "Slurm starting Ray"):
+        assert needs in section
+    named = re.findall(r"`(tests/[\w/.]+)`", section)
+    assert len(named) >= 5 and all((record.REPO_ROOT / path).exists() for path in named)
