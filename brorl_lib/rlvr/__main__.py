@@ -10,6 +10,7 @@ one parameter (VALUE is YAML: ``--set seeds=[0,1]``).
 from __future__ import annotations
 
 import argparse
+import signal
 
 import yaml
 
@@ -30,6 +31,10 @@ def config_from(profile: str, overrides: list[str]):
     return CountdownStudyConfig(**values)
 
 
+def _stop(signum: int, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m brorl_lib.rlvr", description=__doc__.splitlines()[0])
     parser.add_argument("stage", choices=STAGES)
@@ -38,6 +43,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--limit", type=int, default=None, help="phase2: run at most this many arms, then stop")
     args = parser.parse_args(argv)
     cfg = config_from(args.profile, args.set)  # validated before any work
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # stop as Ctrl-C does: a run's lock is released, its checkpoint kept
+        signal.signal(sig, _stop)
     from brorl_lib.rlvr import study, study_phase2
 
     root = cfg.runs_path()

@@ -29,8 +29,7 @@ from pathlib import Path
 from brorl_lib.verl_recipe import preflight
 from brorl_lib.verl_recipe.preflight import ArmPlan, Inputs, Result
 
-COMMAND = "python -m brorl_lib.verl_recipe.node_check"
-TIMEOUT_S = 300  # our choice: a node imports transformers and verl and loads a tokenizer in well under a minute
+COMMAND, TIMEOUT_S = preflight.NODE_CHECK_COMMAND, preflight.NODE_CHECK_TIMEOUT_S
 FALLBACK_MODULE = "brorl_lib.verl_recipe.tokenizer_fallback"  # launch.FALLBACK_MODULE (not imported: launch is heavy)
 
 

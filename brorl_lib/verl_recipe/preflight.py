@@ -384,14 +384,18 @@ def check_ray(nnodes: int, gpus_per_node: int, address_file: Path = RAY_ADDRESS_
     return Result("ray", True, detail)
 
 
+NODE_CHECK_COMMAND = "python -m brorl_lib.verl_recipe.node_check"  # the per-node check (node_check.py)
+NODE_CHECK_TIMEOUT_S = (
+    300  # our choice: a node imports transformers and verl and loads a tokenizer in well under a minute
+)
+
+
 def check_nodes(
     inputs: Inputs, plans: list[ArmPlan], nnodes: int, gpus_per_node: int, device: str = "cuda",
     address_file: Path = RAY_ADDRESS_FILE,
 ) -> list[Result]:  # fmt: skip
     """One task on every node of the running Ray cluster (``node_check``, in a child process that cannot hang this
     one): a result per node, named by host and IP, failing with what is missing there."""
-    from brorl_lib.verl_recipe import node_check
-
     if not os.environ.get("RAY_ADDRESS") and not address_file.is_file():
         if nnodes == 1:
             return [Result("nodes", True, "no Ray cluster running; with trainer.nnodes=1 the checks above are its")]
@@ -401,14 +405,14 @@ def check_nodes(
     try:
         out = subprocess.run(
             command, input=json.dumps([dataclasses.asdict(p) for p in plans]), capture_output=True, text=True,
-            timeout=node_check.TIMEOUT_S + RAY_TIMEOUT_S, check=True,
+            timeout=NODE_CHECK_TIMEOUT_S + RAY_TIMEOUT_S, check=True,
         )  # fmt: skip
         rows = json.loads(out.stdout.strip().splitlines()[-1])
     except subprocess.TimeoutExpired:
-        return [_fail("nodes", f"{node_check.COMMAND} did not end in {node_check.TIMEOUT_S + RAY_TIMEOUT_S} s", "")]
+        return [_fail("nodes", f"{NODE_CHECK_COMMAND} did not end in {NODE_CHECK_TIMEOUT_S + RAY_TIMEOUT_S} s", "")]
     except (subprocess.CalledProcessError, ValueError, IndexError) as err:
         last = (getattr(err, "stderr", "") or str(err)).strip().splitlines()[-1:]
-        return [_fail("nodes", f"{node_check.COMMAND} failed: {' '.join(last)}", "see the ray check")]
+        return [_fail("nodes", f"{NODE_CHECK_COMMAND} failed: {' '.join(last)}", "see the ray check")]
     results = [Result(**row) for row in rows]
     if len(results) < nnodes:
         results.append(_fail("nodes", f"{len(results)} node(s) answered, trainer.nnodes={nnodes}", "see the ray check"))

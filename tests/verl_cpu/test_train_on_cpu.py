@@ -14,9 +14,11 @@ import os
 import shutil
 import signal
 import sys
+import time
 
 import pytest
 
+from brorl_lib.core.paths import REPO_ROOT
 from brorl_lib.models import tiny
 from brorl_lib.verl_recipe import configs, logs, processes, record
 from brorl_lib.verl_recipe.cpu import profile, run, tiny_model
@@ -94,6 +96,7 @@ def test_brorl_trains_with_its_batch_and_learning_rate(paths):
     # one step: the second step, validation and the resume are the same code for both arms (the test above)
     extra = ["trainer.total_training_steps=1", "trainer.save_freq=1", "trainer.test_freq=-1",
              "trainer.val_before_train=false"]  # fmt: skip
+    started = time.time()
     assert launch("brorl", paths, extra, "brorl.log") == 0, (paths.work / "brorl.log").read_text()[-3000:]
     log = logs.read_run(paths.runs / "brorl")
     steps = trained(log)
@@ -106,6 +109,8 @@ def test_brorl_trains_with_its_batch_and_learning_rate(paths):
     expected = configs.learning_rate(arms["brorl"], arms["prorl"])
     merged = logs.merge_segments(sorted((paths.runs / "brorl" / "logs").glob(logs.SEGMENT_GLOB)))
     assert float(merged[1]["actor/lr"]) == pytest.approx(expected)
+    board = REPO_ROOT / record.TENSORBOARD_ROOTS["cpu/"] / "brorl"  # verl's own TensorBoard logger, beside the JSONL
+    assert any(f.stat().st_mtime >= started - 1 for f in board.glob("events.out.tfevents.*")), board
 
 
 def test_a_run_whose_groups_are_all_filtered_stops_with_a_reason(paths, tmp_path):
