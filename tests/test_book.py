@@ -253,7 +253,10 @@ def test_the_explore_section_shows_its_screenshot_after_the_explore_cell(staged)
 
 
 def _rows(artifact: str) -> pd.DataFrame:
-    return pd.read_csv(FIGURES_DIR / f"{artifact}.csv")
+    try:
+        return pd.read_csv(FIGURES_DIR / f"{artifact}.csv", comment="#")
+    except pd.errors.EmptyDataError:  # a table with no rows and no header yet
+        return pd.DataFrame()
 
 
 def test_the_glance_verdicts_are_the_csv_values(recorded):
@@ -275,12 +278,14 @@ def test_the_glance_verdicts_are_the_csv_values(recorded):
     )
     assert book_gallery.escape(f"{gap:.2g}") in rows["03_paper_tables"]
     verdict = _rows("laptop_rlvr_verdict")
+    if verdict.empty:  # no comparison yet: no rows
+        verdict = pd.DataFrame(columns=["budget", "comparison", "rates", "direction", "mean"])
     shown = verdict[(verdict.budget == verdict.budget.max()) & ~verdict.comparison.str.contains("plateau")]
     for row in shown.itertuples():
         said = f"{row.rates} rates, {row.comparison}: {row.direction}, Δpass@1 {row.mean:+.3f}"
         assert book_gallery.escape(said) in rows["04_laptop_rlvr"]
     if shown.empty:  # a study still running says so instead of a verdict
-        assert "in progress: no comparison has two finished seeds" in rows["04_laptop_rlvr"]
+        assert book_gallery.escape(book_glance.WHEN_EMPTY["laptop_rlvr_verdict"]) in rows["04_laptop_rlvr"]
     plan = _rows("verl_plan")
     for row in plan.itertuples():
         assert book_gallery.escape(f"{row.expected_hours:,.1f} h") in rows["05_verl_training"]

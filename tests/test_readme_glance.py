@@ -48,7 +48,9 @@ def test_notebook_04s_caveat_is_read_from_its_plateau_gates(tmp_path):
     _plateau_with(tmp_path, gate_low_q="True", gate_kept="True", gate_pass1="True", plateau_reached="True")
     assert "passed every gate at its plateau" in glance.caveat_of(claim, tmp_path, glance.gfm_escape)
     _plateau_with(tmp_path, gate_low_q="True", gate_kept="True", gate_pass1="True", plateau_reached="False")
-    assert "phase 1's cap, reached before the plateau was shown flat" in glance.caveat_of(claim, tmp_path)
+    assert "phase 1's cap, reached before the plateau was shown flat" in glance.caveat_of(
+        claim, tmp_path, glance.gfm_escape
+    )
     (tmp_path / "laptop_rlvr_plateau.csv").unlink()
     assert "`figures/laptop_rlvr_plateau.csv` is absent" in glance.caveat_of(claim, tmp_path)
 

@@ -88,7 +88,7 @@ def test_shown_finds_the_screenshots_in_markdown_html_and_notebooks(tmp_path):
 
 def test_the_photographed_run_uses_each_notebooks_screenshot_profile():
     assert screenshots.profile_of("04_laptop_rlvr") == "paper"  # its committed outputs: the runs read back
-    assert screenshots.parameters_of("04_laptop_rlvr")["runs_dir"] == "data/runs/laptop_rlvr_countdown"
+    assert screenshots.parameters_of("04_laptop_rlvr")["runs_dir"] == "data/runs/laptop_rlvr_countdown_next"
     assert screenshots.profile_of("01_theory") == "quick"
     assert screenshots.parameters_of("01_theory") == {}
 

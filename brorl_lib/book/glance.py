@@ -71,6 +71,9 @@ COLUMNS = {  # artifact -> role -> the CSV column a verdict reads
         "gpu_hours": "expected_gpu_hours",
     },
 }
+WHEN_EMPTY = {  # what a table with no rows yet means, where that is a state of the study and not a fault
+    "laptop_rlvr_verdict": "in progress: no comparison has two finished seeds yet (learning rates being bracketed)",
+}
 FIRST_ORDER_TOLERANCE = 1e-10  # relative error below which Theorem 1 equals the first-order change (round-off)
 ROUNDING = 0.01  # points: the paper prints scores to two decimals, so a recomputed mean this close agrees
 
@@ -248,7 +251,7 @@ def _read(artifact: str, figures: Path, read: Callable[[Rows], str], quote: Call
     with open(path, newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     if not rows:
-        return f"`figures/{path.name}` has no rows"
+        return quote(WHEN_EMPTY[artifact]) if artifact in WHEN_EMPTY else f"`figures/{path.name}` has no rows"
     try:
         return quote(read(rows))
     except Missing as err:

@@ -47,7 +47,8 @@ def screen(table: pd.DataFrame) -> plt.Figure:
     for i, row in enumerate(table.itertuples(index=False)):
         colour = palette.series(i)
         numbers, model = row.candidate.removeprefix("countdown").split("-h")
-        words = f"{numbers} numbers, {model.replace('x', ' wide x ')} layers ({row.model_params / 1e6:.2f}M)"
+        size = f" ({row.model_params / 1e6:.2f}M)" if hasattr(row, "model_params") else ""
+        words = f"{numbers} numbers, {model.replace('x', ' wide x ')} layers{size}"
         ax.scatter(row.pass1, row.low_q_share_exact, s=18, color=colour, label=words)
         if row.chosen:
             ax.scatter(row.pass1, row.low_q_share_exact, s=70, facecolor="none", edgecolor=palette.INK, lw=0.8)
@@ -110,14 +111,17 @@ def curves(table: pd.DataFrame, arms: list[str] | None = None) -> plt.Figure:
     table = table[table["role"] != "isocompute"]
     if arms is not None:
         table = table[table["arm"].isin(arms)]
-    for (arm, label, n), g in table.groupby(["arm", "label", "N"], sort=False):
+    for (arm, label, n, factor), g in table.groupby(["arm", "label", "N", "lr_factor"], sort=False):
         start = g.groupby("seed")["start_pass1"].first()
         m = g.groupby("budget")["pass1"].agg(["mean", "std", "size"])
         x = np.r_[0, m.index.to_numpy()]
         y = np.r_[start.mean(), m["mean"].to_numpy()]
         band = np.r_[0, 1.96 * m["std"].fillna(0).to_numpy() / np.sqrt(m["size"].to_numpy())]
         colour = _arm_colour(arm, n)
-        ls = "-" if arm in ("N16", "N512") else ":"
+        if "_lr" in arm:  # another learning-rate multiple of a verdict arm: a tint of its N's colour, dashed
+            colour, ls = palette.tint(colour, min(0.7, 0.15 * abs(np.log2(factor)))), "--"
+        else:
+            ls = "-" if arm in ("N16", "N512") else ":"
         ax.plot(x, y, color=colour, ls=ls, marker="o", ms=2, lw=1, label=f"{label} (n={len(start)})")
         ax.fill_between(x, y - band, y + band, color=colour, alpha=0.12, lw=0)
     ticks = [0, *sorted(table["budget"].unique())]

@@ -106,11 +106,11 @@ def tuning_table(verdict_t: dict, iso_t: dict) -> pd.DataFrame:
 
 
 def phase2_status(root: Path, s: study.StudySettings, p: p2.Phase2Settings) -> dict[str, int]:
-    """Runs planned now (the plan grows as tunings settle), finished, and still to run."""
+    """Runs finished (on disk) and runs the plan still needs now (it grows as tunings settle)."""
     c = study.chosen(s, root)
-    planned = p2.plan(s, p, root)
-    done = sum(p2.finished(root, c, a, seed) for a, seed in planned)
-    return {"planned": len(planned), "finished": done, "pending": len(planned) - done}
+    finished = len(list((study.folder(root, c) / p2.ARMS).glob(f"*/seed*/{p2.DONE}")))
+    pending = sum(not p2.finished(root, c, a, seed) for a, seed in p2.plan(s, p, root))
+    return {"finished": finished, "pending": pending}
 
 
 def per_prompt(root: Path, s: study.StudySettings, arm: str, seed: int, step: int) -> np.ndarray:
@@ -169,6 +169,19 @@ def verdict_arm_names(p: p2.Phase2Settings, tuned: dict) -> list[str]:
     return list(dict.fromkeys(name for _, arm, base in comparisons(p, tuned) for name in (arm, base) if name))
 
 
+def figure1_arms(table: pd.DataFrame, p: p2.Phase2Settings, tuned: dict) -> tuple[list[str], str]:
+    """The arms Figure 1's analogue draws, and what they are: the verdict's arms once one has two finished seeds,
+    else every finished ProRL and BroRL run so far (the learning-rate tuning's)."""
+    if table.empty:
+        return [], "no finished run"
+    seeds = table.groupby("arm")["seed"].nunique()
+    verdict_arms = [a for a in verdict_arm_names(p, tuned) if seeds.get(a, 0) >= 2]
+    if verdict_arms:
+        return verdict_arms, "the verdict's arms"
+    tuning = sorted(table.loc[table["role"] == "paper", "arm"].unique())
+    return tuning, "the learning-rate tuning's finished runs (no verdict arm has two seeds yet)"
+
+
 def verdict(table: pd.DataFrame, p: p2.Phase2Settings, tuned: dict, root: Path, s) -> pd.DataFrame:
     """Each comparison at each budget (``comparisons``): the mean difference of exact held-out pass@1, its 95% t
     interval across seeds (the seed is the unit), the exact sign-flip test, the smallest difference the t test would
@@ -215,6 +228,9 @@ def isocompute(table: pd.DataFrame, tunings: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+BAND_COLUMNS = ["q_band", "prompts", "arm", "label", "N", "seeds", "change"]
+
+
 def banding_values(root: Path, s: study.StudySettings) -> np.ndarray:
     """Each held-out prompt's exact pass@1 averaged over the earlier of the plateau rule's two windows of phase-1
     evaluations: a measurement taken before, and apart from, the plateau checkpoint the arms start from, so that
@@ -256,7 +272,7 @@ def bands(table: pd.DataFrame, root: Path, s: study.StudySettings, edges: list[f
                 ci = stats.mean_interval(d)
                 row |= {"delta_vs_prorl": ci["mean"], "ci_low": ci["ci_low"], "ci_high": ci["ci_high"]}
             rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).reindex(columns=[*BAND_COLUMNS, "delta_vs_prorl", "ci_low", "ci_high"])
 
 
 def quality_rows(summary: pd.DataFrame, device: str, model: str, models: dict[str, str] | None = None):
@@ -395,7 +411,7 @@ def conclusion(verdict_table: pd.DataFrame, verdict_t: dict, status: dict[str, i
     f16, f512 = (verdict_t[n].best for n in (study.BASE_N, p2.BROAD_N))
     tuned = (f"tuned multiples of the rule's rate: ProRL {f16:g}x, BroRL {f512:g}x" if None not in (f16, f512)
              else "the rates are still being tuned")  # fmt: skip
-    lines = [f"phase 2: {status['finished']} of {status['planned']} planned runs finished; {tuned}"]
+    lines = [f"phase 2: {status['finished']} runs finished, {status['pending']} more planned so far; {tuned}"]
     if verdict_table.empty:
         return lines + ["no comparison has two seeds yet: no verdict"]
     for (rates, comparison), g in verdict_table.groupby(["rates", "comparison"], sort=False):
