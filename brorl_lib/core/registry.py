@@ -44,7 +44,7 @@ NOTEBOOKS: tuple[NotebookSpec, ...] = (
         "The LLM experiment at laptop scale: countdown, exact q, update quality, ProRL vs BroRL, IsoCompute",
         "brorl_lib.rlvr.study_config:CountdownStudyConfig",
         (
-            "data/runs/laptop_rlvr_countdown/**/*",
+            "data/runs/laptop_rlvr_countdown_next/**/*",  # the paper profile's runs (runs_dir)
             "data/runs/laptop_rlvr_countdown_gpu_rows/**/*",
             "data/runs/laptop_rlvr/**/*",  # the earlier design's plateau checkpoint, one update-quality point
             PAPER_DATA,

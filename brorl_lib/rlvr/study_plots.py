@@ -16,6 +16,7 @@ from brorl_lib.rlvr import study
 from brorl_lib.rlvr.update_quality import ALL
 
 MEASURES = {"cosine": "cos(update, ∇ mean q)", "delta_q": "Δ mean q after one step"}
+SHORT = {"cosine": "cosine", "delta_q": "Δ mean q"}  # the y axis; the legend's title says it in full
 
 
 def _band_colour(labels: list[str], label: str) -> str:
@@ -85,7 +86,8 @@ def update_quality(summary: pd.DataFrame, measure: str) -> plt.Figure:
             if r == 0:
                 ax.set_title(f"S = {s:,} samples", loc="left")
             if c == 0:
-                ax.set_ylabel(f"{_checkpoint_words(ckpt)}, {task}\n{MEASURES[measure]}", fontsize=pt(6))
+                where = _checkpoint_words(ckpt) + (f", {task}" if summary["task"].nunique() > 1 else "")
+                ax.set_ylabel(f"{where}\n{SHORT[measure]}", fontsize=pt(6))
             if r == len(rows) - 1:
                 ax.set_xlabel("N (rollouts per prompt)")
     handles = [Line2D([], [], color=_band_colour(labels, b), marker="o", ms=2, lw=0.9) for b in labels]

@@ -182,6 +182,10 @@ def figure1_arms(table: pd.DataFrame, p: p2.Phase2Settings, tuned: dict) -> tupl
     return tuning, "the learning-rate tuning's finished runs (no verdict arm has two seeds yet)"
 
 
+VERDICT_COLUMNS = ["budget", "rates", "comparison", "mean", "ci_low", "ci_high", "seeds", "ci_low_seeds_prompts",
+                   "ci_high_seeds_prompts", "direction"]  # fmt: skip
+
+
 def verdict(table: pd.DataFrame, p: p2.Phase2Settings, tuned: dict, root: Path, s) -> pd.DataFrame:
     """Each comparison at each budget (``comparisons``): the mean difference of exact held-out pass@1, its 95% t
     interval across seeds (the seed is the unit), the exact sign-flip test, the smallest difference the t test would
@@ -192,7 +196,7 @@ def verdict(table: pd.DataFrame, p: p2.Phase2Settings, tuned: dict, root: Path, 
             r = compare(table, arm, base, b, root, s) if len(table) else None
             if r is not None:
                 rows.append({"budget": b, "rates": rates, "comparison": f"{arm} - {base or 'plateau'}"} | r)
-    out = pd.DataFrame(rows)
+    out = pd.DataFrame(rows, columns=None if rows else VERDICT_COLUMNS)  # no comparison yet: the header alone
     if len(out):
         lo, hi = out["ci_low_seeds_prompts"], out["ci_high_seeds_prompts"]
         out["direction"] = np.where(lo > 0, "higher", np.where(hi < 0, "lower", "no difference"))
