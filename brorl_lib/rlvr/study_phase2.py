@@ -180,6 +180,17 @@ def arm_settings(s: study.StudySettings, p: Phase2Settings, arm: Arm, seed: int)
     )
 
 
+def _held(path: Path) -> bool:
+    """Whether the lock file at ``path`` names a process that is still alive."""
+    try:
+        os.kill(int(path.read_text() or 0), 0)
+        return True
+    except (ProcessLookupError, ValueError, FileNotFoundError):
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+
+
 def _claim_lock(folder: Path) -> bool:
     """Take the run's lock (False when a live process holds it; a dead one's is taken over)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -188,14 +199,10 @@ def _claim_lock(folder: Path) -> bool:
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:
-            try:
-                os.kill(int(path.read_text() or 0), 0)
+            if _held(path):
                 return False
-            except (ProcessLookupError, ValueError):
-                path.unlink(missing_ok=True)  # its process is gone
-                continue
-            except PermissionError:
-                return False
+            path.unlink(missing_ok=True)  # its process is gone
+            continue
         with os.fdopen(fd, "w") as f:
             f.write(str(os.getpid()))
         return True
@@ -203,16 +210,7 @@ def _claim_lock(folder: Path) -> bool:
 
 
 def locked(root: Path, candidate, arm: Arm, seed: int) -> bool:
-    path = arm_folder(root, candidate, arm, seed) / LOCK
-    if not path.exists():
-        return False
-    try:
-        os.kill(int(path.read_text() or 0), 0)
-        return True
-    except (ProcessLookupError, ValueError):
-        return False
-    except PermissionError:
-        return True
+    return _held(arm_folder(root, candidate, arm, seed) / LOCK)
 
 
 def run_one(s: study.StudySettings, p: Phase2Settings, root: Path, arm: Arm, seed: int, progress: bool) -> bool:
@@ -275,6 +273,11 @@ class Tuning:
     needs: tuple[tuple[float, int], ...]
     best: float | None
     scores: dict
+
+    @property
+    def at_edge(self) -> bool:
+        """Not settled yet, or settled on the grid's lowest or highest multiple."""
+        return self.best is None or self.best in (self.grid[0], self.grid[-1])
 
 
 def tuning(score, grid: tuple[float, ...], seeds: tuple[int, ...], k: int) -> Tuning:

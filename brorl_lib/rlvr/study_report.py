@@ -35,11 +35,15 @@ def sign_flip_p(differences) -> dict[str, float]:
     }
 
 
+def plateau_record(root: Path, s: study.StudySettings) -> dict:
+    """The chosen candidate's plateau record (``study.plateau_stage``'s plateau.json)."""
+    return json.loads((study.folder(root, study.chosen(s, root)) / study.PLATEAU_RECORD).read_text())
+
+
 def plateau_table(root: Path, s: study.StudySettings) -> pd.DataFrame:
     """The plateau of the chosen candidate: the smoothed plateau test, exact held-out pass@1, the regime and the
     gates (one row; one task)."""
-    c = study.chosen(s, root)
-    record = json.loads((study.folder(root, c) / study.PLATEAU_RECORD).read_text())
+    record = plateau_record(root, s)
     keep = [
         "candidate", "step", "cap", "plateau_reached", "smoothed_pass1", "rise", "rise_se", "rise_upper", "pass1",
         "pass1_se",
@@ -52,7 +56,7 @@ def plateau_table(root: Path, s: study.StudySettings) -> pd.DataFrame:
 def plateau_bands(root: Path, s: study.StudySettings) -> pd.DataFrame:
     """The plateau test within each band of held-out pass@1 (the mean of its two windows): prompts, mean rise per
     window, its standard error and upper bound, and whether the band is flat (its bound below min_rise)."""
-    record = json.loads((study.folder(root, study.chosen(s, root)) / study.PLATEAU_RECORD).read_text())
+    record = plateau_record(root, s)
     rows = record.get("bands", [])
     overall = {"band": "all", "prompts": s.n_test} | {k: record.get(k) for k in ("rise", "rise_se", "rise_upper")}
     overall["flat"] = bool(record.get("rise_upper", np.inf) < s.plateau_rule.min_rise)
@@ -61,7 +65,7 @@ def plateau_bands(root: Path, s: study.StudySettings) -> pd.DataFrame:
 
 def plateau_windows(root: Path, s: study.StudySettings) -> tuple[int, int, int]:
     """First, middle and last step of the two windows of evaluations the plateau rule compared at the plateau."""
-    step = json.loads((study.folder(root, study.chosen(s, root)) / study.PLATEAU_RECORD).read_text())["step"]
+    step = plateau_record(root, s)["step"]
     span = s.plateau_rule.window * s.eval_every
     return step - 2 * span + s.eval_every, step - span + s.eval_every // 2, step
 
@@ -99,7 +103,7 @@ def tuning_table(verdict_t: dict, iso_t: dict) -> pd.DataFrame:
             near = " ".join(f"{f:g}x: {m:.3f}" for f, m in sorted(means.items())) or "-"
             rows.append({"family": family, "n_rollouts": n, "grid": " ".join(f"{f:g}" for f in t.grid),
                          "best": t.best if t.best is not None else np.nan,
-                         "at_edge": t.best is None or t.best in (t.grid[0], t.grid[-1]),
+                         "at_edge": t.at_edge,
                          "runs_needed": len(t.needs),
                          "val_near_best": near})  # fmt: skip
     return pd.DataFrame(rows)
@@ -226,7 +230,7 @@ def isocompute(table: pd.DataFrame, tunings: dict) -> pd.DataFrame:
                     "val_mean": h["val_pass1"].mean(),
                     "best_lr": f == t.best,
                     "settled": t.best is not None,
-                    "lr_at_edge": t.best is None or t.best in (t.grid[0], t.grid[-1]),
+                    "lr_at_edge": t.at_edge,
                 }
             )
     return pd.DataFrame(rows)
@@ -356,7 +360,7 @@ def prompt_fate(root: Path, s: study.StudySettings, p: p2.Phase2Settings) -> pd.
     share rescued (starting below 1/16, ending at or above it) or lost (starting at or above 0.5, ending below)."""
     c = study.chosen(s, root)
     base = study.folder(root, c) / study.PHASE1
-    step = json.loads((study.folder(root, c) / study.PLATEAU_RECORD).read_text())["step"]
+    step = plateau_record(root, s)["step"]
     q0 = np.load(base / f"q_train_step{step}.npy")
     bands = uq.band_of(q0, list(FATE_EDGES))
     labels = uq.band_labels(list(FATE_EDGES))
