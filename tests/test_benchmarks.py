@@ -1,7 +1,8 @@
-"""The benchmark's numpy baseline implements the same update as the torch simulator."""
+"""The benchmarks: the numpy baseline implements the same update as the torch simulator; the scripts read their inputs."""
 
 import importlib.util
 
+import pandas as pd
 import pytest
 
 from brorl_lib.core.paths import REPO_ROOT
@@ -98,3 +99,21 @@ def test_vllm_throughput_on_cpu_draws_no_ratio_from_the_paper():
     assert "H100s)" in text and "paper, Table 2:" not in text
     with pytest.raises(SystemExit):
         bench.parse_args(["--model", "m", "--own-sampler"])  # the own sampler needs the laptop prompts
+
+
+def test_simulator_profile_reads_the_profiles_and_writes_each_stage(tmp_path, monkeypatch):
+    from brorl_lib.core.registry import get_notebook
+    from brorl_lib.core.variants import profile_values
+
+    spec = get_notebook("02_simulator")
+    gpu, paper_values = profile_values(spec, "gpu"), profile_values(spec, "paper")
+    assert gpu["device"] == "cuda" and {k for k in gpu if gpu[k] != paper_values[k]} == {"device"}
+    bench = load("simulator_profile")
+    monkeypatch.setattr(
+        "sys.argv", ["simulator_profile", "--profile", "quick", "--only", "figure3", "--out", str(tmp_path)]
+    )
+    bench.main()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["figure3.csv"]
+    table = pd.read_csv(tmp_path / "figure3.csv").set_index("N")
+    assert sorted(table.index) == [4, 8, 16, 512, 51200]
+    assert table.loc[51200, "correct_mass_mean"] > table.loc[4, "correct_mass_mean"]  # Figure 3's ordering
