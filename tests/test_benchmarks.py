@@ -1,4 +1,4 @@
-"""The benchmarks: the numpy baseline implements the same update as the torch simulator; the scripts read their inputs."""
+"""The benchmarks: the numpy baseline is the torch simulator's update; the scripts read their inputs."""
 
 import importlib.util
 

@@ -22,6 +22,7 @@ from brorl_lib.core import stats
 from brorl_lib.core.paths import REPO_ROOT
 from brorl_lib.evaluation import backends, metrics, results, scoring
 from brorl_lib.evaluation import datasets as benchmarks
+from brorl_lib.evaluation import run as run_module
 from brorl_lib.evaluation import score_tables as tables
 from brorl_lib.evaluation.cli import main as cli_main
 from brorl_lib.evaluation.run import EvalConfig, evaluate, instance_seed, same_results
@@ -550,6 +551,20 @@ def test_resume_generates_only_missing_instances(evaluated, files):
     with pytest.raises(ValueError, match="were made with"):
         other = dataclasses.replace(full_config(files), seed=8)
         evaluate(counting, "tiny-a", resumed, other, progress=False)
+
+
+def test_resume_refuses_a_model_folder_whose_weights_changed(evaluated, files, tmp_path):
+    out, _, _ = evaluated
+    model = tmp_path / "retrained"
+    shutil.copytree(files / "tiny_a", model)
+    cfg = dataclasses.replace(full_config(files), benchmarks=("rg_logic",), data={})
+    evaluate(backends.TransformersBackend(model, truncate_prompts=True), "moved", tmp_path / "out", cfg, progress=False)
+    recorded = results.read_run_info(tmp_path / "out", "moved")["weights_sha256"]
+    assert recorded == run_module.weights_sha256(str(model)) and len(recorded) == 64
+    shutil.copy(files / "tiny_b" / "model.safetensors", model / "model.safetensors")  # re-trained in place
+    with pytest.raises(ValueError, match="are of other weights than .* the model changed since"):
+        evaluate(backends.TransformersBackend(model, truncate_prompts=True), "moved", tmp_path / "out", cfg)
+    assert run_module.weights_sha256("owner/model") is None  # a hub id: its revision names its weights
 
 
 def test_resume_skips_lines_that_are_not_rows(evaluated, files):

@@ -15,6 +15,8 @@ Gym 100 instances of every task) and ``complete`` (every instance has all its sa
 benchmark's generation loop finishes). A run whose instances of a benchmark differ from those already
 evaluated under the label (another data file or data set version, another limit or task selection) is
 refused before anything is written, so results of different instance sets are never mixed.
+For a local model folder, ``weights_sha256`` (over its weight files) is recorded too: resuming a label whose
+folder now holds other weights (a model re-trained in place) is refused the same way.
 """
 
 from __future__ import annotations
@@ -147,6 +149,24 @@ def instances_fingerprint(items: Sequence[BenchmarkInstance]) -> str:
     return digest.hexdigest()
 
 
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+
+
+def weights_sha256(model: str) -> str | None:
+    """sha256 (hex) over the weight files of a local model folder (names and bytes, in name order), or None for
+    a hub id (its revision names its weights)."""
+    folder = Path(model)
+    if not folder.is_dir():
+        return None
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.is_file()):
+        digest.update(path.name.encode("utf-8") + b"\n")
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 24), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
 def _checked_run_info(
     results_dir: Path,
     label: str,
@@ -157,6 +177,7 @@ def _checked_run_info(
     """run.json's content for this run, checked against what is already there; writes nothing."""
     info = res.read_run_info(results_dir, label)
     protocol = config.protocol()
+    weights = weights_sha256(backend.model)
     if info is None:
         info = {"checkpoint": label, "model": backend.model, "protocol": protocol, "runs": []}
     else:
@@ -165,11 +186,19 @@ def _checked_run_info(
                 f"results for label={label!r} in {results_dir} are of model {info['model']!r}, not "
                 f"{backend.model!r}: use another label or output folder"
             )
+        if info.get("weights_sha256", weights) != weights:
+            raise ValueError(
+                f"results for label={label!r} in {results_dir} are of other weights than {backend.model!r} holds "
+                f"now (sha256 {info['weights_sha256'][:12]}, now {str(weights)[:12]}): the model changed since; "
+                f"use another label or output folder, or remove {results_dir / label} to evaluate it again"
+            )
         if info["protocol"] != protocol:
             raise ValueError(
                 f"results for label={label!r} in {results_dir} were made with {info['protocol']}; "
                 f"this run asks for {protocol}: use the same settings, another label or another folder"
             )
+    if weights is not None:
+        info["weights_sha256"] = weights  # recorded on the first run (and on the first resume of an older record)
     recorded = info.setdefault("benchmarks", {})
     for name, items in instances.items():
         fingerprint, before = instances_fingerprint(items), recorded.get(name)

@@ -2,6 +2,7 @@
 
     python -m brorl_lib.rlvr plateau --profile paper --set runs_dir=build/runs/my_study
     python -m brorl_lib.rlvr phase2 --profile paper --limit 4
+    python -m brorl_lib.rlvr status --profile paper      # where phase 2 and its learning-rate tunings stand
 
 Every stage resumes where it stopped (the notebook reads the same folders back); ``--set NAME=VALUE`` overrides
 one parameter (VALUE is YAML: ``--set seeds=[0,1]``).
@@ -14,7 +15,7 @@ import signal
 
 import yaml
 
-STAGES = ("screen", "plateau", "quality", "phase2")
+STAGES = ("screen", "plateau", "quality", "phase2", "status")
 
 
 def config_from(profile: str, overrides: list[str]):
@@ -56,8 +57,13 @@ def main(argv: list[str] | None = None) -> None:
         print({k: v for k, v in record.items() if k != "bands"})
     elif args.stage == "quality":
         study.update_quality_stage(cfg.study(), cfg.quality(), root)
-    else:
+    elif args.stage == "phase2":
         print(f"{study_phase2.run(cfg.study(), cfg.phase2(), root, limit=args.limit)} arms run")
+    else:
+        from brorl_lib.rlvr import study_report as sr
+
+        print(sr.phase2_status(root, cfg.study(), cfg.phase2()))
+        print(sr.tuning_table(*sr.tunings(root, cfg.study(), cfg.phase2())).to_string(index=False))
 
 
 if __name__ == "__main__":

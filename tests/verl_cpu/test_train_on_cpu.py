@@ -4,7 +4,8 @@ These launch ``recipes/brorl/cpu/<arm>/launch.sh`` (``python -m verl.trainer.mai
 arm's overrides plus the CPU delta) at the smallest size that still shows each point, and check verl's own
 logs through the project's reader. Two to three minutes per launch on 2 cores (`make verl-test`). The tiny
 model carries the paper's tokenizer family (DeepSeek-R1-distill, ``model_type: qwen2``), so every launch goes
-through the tokenizer fallback; the data include math rows; ProRL keeps the recipe's four PPO mini-batches.
+through the tokenizer fallback; the data include math rows and one row per scorer (``reward_rows``); ProRL
+keeps the recipe's four PPO mini-batches and BroRL has two, so each arm's later mini-batches are off-policy.
 """
 
 from __future__ import annotations
@@ -21,13 +22,17 @@ import pytest
 from brorl_lib.core.paths import REPO_ROOT
 from brorl_lib.models import tiny
 from brorl_lib.verl_recipe import configs, logs, processes, record
-from brorl_lib.verl_recipe.cpu import profile, run, tiny_model
+from brorl_lib.verl_recipe.cpu import profile, reward_rows, run, tiny_model
 
 # Ray's dashboard is not under test: without it Ray 2.60 skips the dashboard's eight head modules (processes
 # forked at start-up; its minimal dashboard process still runs), on 2 shared cores
 NO_DASHBOARD = ["+ray_kwargs.ray_init.include_dashboard=false"]
 SHORT = ["trainer.total_training_steps=2", "trainer.save_freq=1", "trainer.test_freq=2"]
 NO_FIRST_VALIDATION = [*SHORT, "trainer.val_before_train=false"]  # where no check reads step 0's validation
+# Test setting (ours): a clip range of 0.001 each side, which the later, off-policy mini-batches' ratios leave at the
+# recipe's learning rate, so verl's actor must report clipped tokens (tests/test_verl_clipping.py shows the recipe's
+# own 0.2 / 0.28 reaching the same loss)
+TIGHT_CLIP = ["actor_rollout_ref.actor.clip_ratio_low=0.001", "actor_rollout_ref.actor.clip_ratio_high=0.001"]
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +58,7 @@ def test_prorl_trains_and_resumes_after_a_kill(paths):
     with open(paths.work / "prorl-killed.log", "wb") as log:
         run.launch_and_kill("prorl", paths, after_step=1, extra=[*NO_FIRST_VALIDATION, *NO_DASHBOARD], log=log)
     assert run.latest_checkpoint(paths, "prorl") == 1
-    status = launch("prorl", paths, SHORT, "prorl-resumed.log")
+    status = launch("prorl", paths, [*SHORT, *TIGHT_CLIP], "prorl-resumed.log")
     assert status == 0, (paths.work / "prorl-resumed.log").read_text()[-3000:]
     assert run.latest_checkpoint(paths, "prorl") == 2
     log = logs.read_run(paths.runs / "prorl")
@@ -65,12 +70,12 @@ def test_prorl_trains_and_resumes_after_a_kill(paths):
     assert (steps["train_score"] > 0).any()  # rewards from the project's reward function
     assert ((steps["grad_norm"] > 0) & steps["grad_norm"].map(math.isfinite)).all()  # gradients flow
     # the math rows were scored by the recipe's reward (Math-Verify's pool) inside verl's reward worker
-    assert {"reasoning_gym.family_relationships", "reasoning_gym.aiw", "math.arithmetic"} <= set(
-        log.validation["data_source"]
-    )
+    sources = {"reasoning_gym.family_relationships", "reasoning_gym.aiw", "math.arithmetic"}
+    assert sources | {row.data_source for row in reward_rows.ROWS} <= set(log.validation["data_source"])
     # four PPO mini-batches: the later ones are off-policy, so the ratio leaves 1 and clipping is measured
     merged = logs.merge_segments(sorted((paths.runs / "prorl" / "logs").glob(logs.SEGMENT_GLOB)))
     assert all(merged[s]["actor/ppo_kl"] != 0 and math.isfinite(merged[s]["actor/pg_clipfrac"]) for s in (1, 2))
+    assert merged[2]["actor/pg_clipfrac"] > 0  # the resumed step, under TIGHT_CLIP
 
 
 # The order is the schedule: pytest-xdist gives each of two workers two tests in file order, so the cap's launch,
@@ -95,7 +100,7 @@ def test_a_transfer_queue_cap_below_the_steps_peak_fails_the_run(paths, tmp_path
 def test_brorl_trains_with_its_batch_and_learning_rate(paths):
     # one step: the second step, validation and the resume are the same code for both arms (the test above)
     extra = ["trainer.total_training_steps=1", "trainer.save_freq=1", "trainer.test_freq=-1",
-             "trainer.val_before_train=false"]  # fmt: skip
+             "trainer.val_before_train=false", *TIGHT_CLIP]  # fmt: skip
     started = time.time()
     assert launch("brorl", paths, extra, "brorl.log") == 0, (paths.work / "brorl.log").read_text()[-3000:]
     log = logs.read_run(paths.runs / "brorl")
@@ -109,6 +114,8 @@ def test_brorl_trains_with_its_batch_and_learning_rate(paths):
     expected = configs.learning_rate(arms["brorl"], arms["prorl"])
     merged = logs.merge_segments(sorted((paths.runs / "brorl" / "logs").glob(logs.SEGMENT_GLOB)))
     assert float(merged[1]["actor/lr"]) == pytest.approx(expected)
+    # two PPO mini-batches: the second is off-policy, the ratio leaves 1 and leaves TIGHT_CLIP's range
+    assert merged[1]["actor/ppo_kl"] != 0 and merged[1]["actor/pg_clipfrac"] > 0
     board = REPO_ROOT / record.TENSORBOARD_ROOTS["cpu/"] / "brorl"  # verl's own TensorBoard logger, beside the JSONL
     assert any(f.stat().st_mtime >= started - 1 for f in board.glob("events.out.tfevents.*")), board
 

@@ -9,8 +9,8 @@ and changes or adds only the keys of ``delta(arm)``, in six groups:
 * **FSDP2**: ``strategy=fsdp2`` for actor and reference (FSDP1 syncs module states over a GPU);
 * **attention**: sdpa instead of flash-attention 2, and no padding removal (correct on CPU but 10-20x
   slower there);
-* **sizes**: N, prompts per step (the paper's P : P/4), BroRL's PPO mini-batch (its one prompt a step
-  allows one; ProRL keeps the recipe's four, so its later mini-batches are off-policy and clipping acts),
+* **sizes**: N, prompts per step (the paper's P : P/4), PPO mini-batches (ProRL keeps the recipe's four;
+  BroRL's two prompts a step allow two; in both, the later mini-batches are off-policy and clipping acts),
   the learning rate they imply under the recipe's square-root rule, prompt and response lengths, steps,
   validation and checkpoint frequency, and one worker each for data loading, agent loop and reward (each
   worker is a process);
@@ -40,8 +40,9 @@ ENV = {"VERL_PLATFORM": "cpu", "VERL_ENGINE_DEVICE": "cuda"}  # cuda: verl's FSD
 MAX_PROMPT_LENGTH = 1024  # tokens of the tiny model's byte-level tokenizer: the CPU tasks' prompts fit
 MAX_RESPONSE_LENGTH = 32  # "<answer>...</answer>" and the end-of-turn token
 # The CPU arms, our choice: ProRL keeps N=16; BroRL raises N 8x and takes a quarter of the prompts
-# (the paper's 32x and P : P/4 would be 512 samples of one prompt, too slow here): 2x the samples per step.
-CPU_ARMS: dict[str, tuple[int, int]] = {"prorl": (16, 4), "brorl": (128, 1)}  # arm -> (N, prompts per step)
+# (the paper's 32x and P : P/4 would be 512 samples a prompt, too slow here): 2x the samples per step. Two
+# BroRL prompts give it two PPO mini-batches, so its second is off-policy as ProRL's later ones are.
+CPU_ARMS: dict[str, tuple[int, int]] = {"prorl": (16, 8), "brorl": (128, 2)}  # arm -> (N, prompts per step)
 DELTA_GROUPS = ("rollout", "device", "FSDP2", "attention", "sizes", "nodes")
 
 
@@ -55,14 +56,14 @@ class CpuSettings:
     run_name: str = RUN_NAME
 
 
+def mini_batches(prompts: int) -> int:
+    """The recipe's PPO mini-batch count, or the largest count below it that divides ``prompts``."""
+    return max(m for m in range(1, configs.PPO_MINI_BATCHES + 1) if prompts % m == 0)
+
+
 def cpu_arms(steps: int) -> dict[str, Arm]:
-    """The CPU arms: the recipe's PPO mini-batch count where the prompts allow it (ProRL), else one (BroRL)."""
-    return {
-        name: configs.arm(
-            name, n, p, steps, mini_batches=configs.PPO_MINI_BATCHES if p % configs.PPO_MINI_BATCHES == 0 else 1
-        )
-        for name, (n, p) in CPU_ARMS.items()
-    }
+    """The CPU arms: ProRL with the recipe's four PPO mini-batches, BroRL with two (its two prompts)."""
+    return {name: configs.arm(name, n, p, steps, mini_batches=mini_batches(p)) for name, (n, p) in CPU_ARMS.items()}
 
 
 def delta(arm_name: str, settings: CpuSettings) -> dict[str, tuple[str, str]]:

@@ -2,7 +2,8 @@
 
 What it does, each step resumable (a finished step is skipped when run again):
 
-1. data: the recipe's parquet rows (``data.reasoning_gym_frames``) for ``TASKS``, under ``<work>/data``;
+1. data: the recipe's parquet rows (``data.reasoning_gym_frames``) for ``TASKS``, math rows, and one row per
+   scorer of the reward function (``reward_rows``), under ``<work>/data``;
 2. model: the tiny warm-started model (``tiny_model``), committed at ``START_MODEL`` so that a re-run
    trains from the same start (``--retrain-model`` makes a new one);
 3. training: ``recipes/brorl/cpu/<arm>/launch.sh`` for each arm (the committed cpu profile), logging to
@@ -37,7 +38,7 @@ from brorl_lib.core.validation import check_int
 from brorl_lib.tasks.generation import EntryRequest, generate
 from brorl_lib.verl_recipe import data, processes
 from brorl_lib.verl_recipe import launch as launch_mod
-from brorl_lib.verl_recipe.cpu import tiny_model
+from brorl_lib.verl_recipe.cpu import reward_rows, tiny_model
 from brorl_lib.verl_recipe.cpu.profile import MAX_RESPONSE_LENGTH, RUN_NAME, CpuSettings
 from brorl_lib.verl_recipe.processes import say
 from brorl_lib.verl_recipe.report import RUNS_DIR
@@ -97,11 +98,13 @@ def prepare(paths: Paths, retrain_model: bool = False, train_per_task: int = TRA
         str(math_records(paths.data_dir / "math.jsonl", train_per_task + VAL_PER_TASK)),
         "math", train_per_task, VAL_PER_TASK, SEED, "math_dataset",
     )  # fmt: skip
-    train, val = pd.concat([train, math_train], ignore_index=True), pd.concat([val, math_val], ignore_index=True)
+    reward_train, reward_val = reward_rows.frames(paths.data_dir)
+    train = pd.concat([train, math_train, reward_train], ignore_index=True)
+    val = pd.concat([val, math_val, reward_val], ignore_index=True)
     data.write_parquet(train, paths.data_dir / "train.parquet")
     data.write_parquet(val, paths.data_dir / "val.parquet")
     if retrain_model or not (paths.model / "config.json").is_file():
-        tiny_model.warm_start(train, paths.model, seed=SEED)
+        tiny_model.warm_start(train, paths.model, seed=SEED, responses=reward_rows.responses())
 
 
 def math_records(path: Path, count: int) -> Path:

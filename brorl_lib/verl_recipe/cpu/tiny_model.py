@@ -130,8 +130,11 @@ def warm_start(
     seed: int = 0,
     shape: TinyModelShape = CPU_RUN_SHAPE,
     progress: bool = True,
+    responses: dict[str, str] | None = None,
 ) -> Path:
     """Train a fresh tiny model on ``train`` (verl parquet rows) and save it, with its tokenizer, to ``out_dir``.
+    A row whose data_source is in ``responses`` is taught that response instead of its ground truth
+    (``reward_rows``).
 
     Our choices: AdamW at ``lr`` on random mini-batches, ``steps`` steps; same seed, same weights.
     """
@@ -140,10 +143,14 @@ def warm_start(
     tokenizer = build_tokenizer()
     model = build_model(shape, tokenizer, seed)
     prompts, targets = [], []
-    for messages, extra, reward in zip(train["prompt"], train["extra_info"], train["reward_model"]):
+    responses = responses or {}
+    for source, messages, extra, reward in zip(
+        train["data_source"], train["prompt"], train["extra_info"], train["reward_model"]
+    ):
+        taught = responses[source] + EOS if source in responses else None
         for text in prompt_variants(messages, extra):
             prompts.append(prompt_text(tokenizer, [{"role": "user", "content": text}]))
-            targets.append(target_text(reward["ground_truth"], extra.get("family", "reasoning_gym")))
+            targets.append(taught or target_text(reward["ground_truth"], extra.get("family", "reasoning_gym")))
     train_sft(
         model,
         len(prompts),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# BroRL companion, arm brorl, cpu profile: N=128 rollouts x 1 prompts per step, 6 RL steps, verl 0.9.1 on this
+# BroRL companion, arm brorl, cpu profile: N=128 rollouts x 2 prompts per step, 6 RL steps, verl 0.9.1 on this
 # machine's CPU (one node, one logical GPU). The overrides are the arm's committed ones (../../brorl/overrides.txt)
 # plus the CPU delta of brorl_lib/verl_recipe/cpu/profile.py, at toy scale: a test harness that proves the
 # recipe's data, reward, config, dynamic sampling, logs and resume, not a training backend.
