@@ -401,6 +401,7 @@ def tiny_root(tmp_path_factory):
     study.screen(s, root, progress=False)
     study.plateau_stage(s, root, progress=False)
     study.update_quality_stage(s, CountdownStudyConfig().quality(), root, progress=False)  # the quick profile's
+    study.gradient_stats_stage(s, CountdownStudyConfig().quality(), root, samples=4, progress=False)
     p2.run(s, p, root, progress=False)
     return root
 
@@ -531,7 +532,8 @@ def test_the_notebook_reads_the_quick_study_back_and_writes_every_artifact(tiny_
     assert sorted((p, p.stat().st_mtime_ns) for p in tiny_root.rglob("*") if p.is_file()) == before
     out = tmp_path / "figures"
     for name in ("laptop_rlvr_screen", "laptop_rlvr_phase1", "laptop_rlvr_update_cosine", "fig1_laptop_rlvr",
-                 "laptop_rlvr_bands", "laptop_rlvr_isocompute", "laptop_rlvr_prompt_fate"):  # fmt: skip
+                 "laptop_rlvr_bands", "laptop_rlvr_isocompute", "laptop_rlvr_prompt_fate",
+                 "laptop_rlvr_best_n"):  # fmt: skip
         assert (out / f"{name}.png").is_file(), name
     quality = pd.read_csv(out / "laptop_rlvr_update_quality.csv", comment="#")
     assert {"checkpoint", "task", "n_rollouts", "samples_per_update", "q_band", "cosine", "cosine_se", "delta_q",
@@ -541,6 +543,9 @@ def test_the_notebook_reads_the_quick_study_back_and_writes_every_artifact(tiny_
             "lr_at_edge"} <= set(iso.columns)  # fmt: skip
     for name in ("table1_laptop_rlvr", "table2_laptop_rlvr", "laptop_rlvr_verdict", "laptop_rlvr_prompt_fate"):
         assert len(pd.read_csv(out / f"{name}.csv", comment="#")), name
+    gradients = pd.read_csv(out / "laptop_rlvr_gradients.csv", comment="#")  # every checkpoint with its weights
+    assert list(gradients["checkpoint"]) == list(study.quality_checkpoints(tiny_study(), tiny_root))
+    assert (gradients["within"] >= 0).all() and (gradients["mean_pairwise_cosine"].abs() <= 1).all()
 
 
 def test_the_explore_views_slice_the_finished_study_and_refuse_an_empty_choice(tiny_root):

@@ -2,6 +2,7 @@
 
     python -m brorl_lib.rlvr plateau --profile paper --set runs_dir=build/runs/my_study
     python -m brorl_lib.rlvr phase2 --profile paper --limit 4
+    python -m brorl_lib.rlvr gradients --profile paper   # per-prompt gradient statistics, the best-N model
     python -m brorl_lib.rlvr status --profile paper      # where phase 2 and its learning-rate tunings stand
 
 Every stage resumes where it stopped (the notebook reads the same folders back); ``--set NAME=VALUE`` overrides
@@ -15,7 +16,7 @@ import signal
 
 import yaml
 
-STAGES = ("screen", "plateau", "quality", "phase2", "status")
+STAGES = ("screen", "plateau", "quality", "gradients", "phase2", "status")
 
 
 def config_from(profile: str, overrides: list[str]):
@@ -57,6 +58,9 @@ def main(argv: list[str] | None = None) -> None:
         print({k: v for k, v in record.items() if k != "bands"})
     elif args.stage == "quality":
         study.update_quality_stage(cfg.study(), cfg.quality(), root)
+    elif args.stage == "gradients":
+        for name, record in study.gradient_stats_stage(cfg.study(), cfg.quality(), root).items():
+            print(name, {k: v for k, v in record.items() if k != "checkpoint"})
     elif args.stage == "phase2":
         print(f"{study_phase2.run(cfg.study(), cfg.phase2(), root, limit=args.limit)} arms run")
     else:

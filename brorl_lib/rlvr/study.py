@@ -339,6 +339,60 @@ class UpdateQualitySettings:
                     )
 
 
+def quality_prompts(settings: StudySettings, quality: UpdateQualitySettings, root: Path):
+    """The measured prompts (a seeded choice of training prompts, whose exact q judges every update) and the pool
+    the updates draw from: the other training prompts, so the reference gradient is never on an update's prompts."""
+    train, _, _ = split(settings, chosen(settings, root))
+    rng = np.random.default_rng(SPLIT_SEED)
+    picked = set(rng.choice(len(train), quality.measured_prompts, replace=False).tolist())
+    return [train[i] for i in sorted(picked)], [t for i, t in enumerate(train) if i not in picked]
+
+
+def gradient_stats_stage(
+    settings: StudySettings,
+    quality: UpdateQualitySettings,
+    root: Path,
+    samples: int = 64,
+    progress: bool = True,
+    compute: bool = True,
+) -> dict[str, dict]:
+    """Per-prompt gradient statistics (``gradient_stats``) on the measured prompts at each update-quality
+    checkpoint whose weights are here, each saved once (``update_quality/gradients-<name>.csv`` and ``.json``:
+    the moments, the mean pairwise cosine, kept fractions by N, and the model's best N per S with its bootstrap
+    range); returns every saved summary, computed or read back (``compute`` false: read back only)."""
+    from brorl_lib.models import tiny
+    from brorl_lib.rlvr import gradient_stats as gs
+
+    measured, _ = quality_prompts(settings, quality, root)
+    out_dir = Path(root) / "update_quality"
+    summaries = {}
+    for name, path in quality_checkpoints(settings, root).items():
+        target = out_dir / f"gradients-{name}.json"
+        if compute and not target.exists() and (path / "config.json").exists():
+            model, tok = tiny.load(path, settings.device)
+            table, grads = gs.per_prompt(model, tok, measured, settings.temperature, settings.max_new_tokens,
+                                         samples, progress=progress)  # fmt: skip
+            m = gs.moments(grads, table["within"].to_numpy())
+            best = {}
+            for s in quality.samples:  # the model's best N does not depend on S; each S is reported all the same
+                boot = gs.bootstrap_best_n(grads, table["within"].to_numpy(), s, len(measured))
+                hit = boot[boot > 0]
+                best[str(s)] = {"best_n": gs.best_n(m, s, len(measured))[0],
+                                "identified_share": float(np.mean(boot > 0)),
+                                "low": int(np.percentile(hit, 5)) if len(hit) else None,
+                                "high": int(np.percentile(hit, 95)) if len(hit) else None}  # fmt: skip
+            record = {"checkpoint": name, "prompts": len(measured), "samples_per_prompt": samples,
+                      "g2": m.g2, "between": m.between, "within": m.within,
+                      "mean_pairwise_cosine": gs.mean_pairwise_cosine(grads),
+                      "kept_fraction": {str(n): gs.kept_fraction(table["q"], n) for n in quality.rollouts},
+                      "best_n": best}  # fmt: skip
+            atomic.write_text(out_dir / f"gradients-{name}.csv", table.to_csv(index=False, lineterminator="\n"))
+            atomic.write_text(target, json.dumps(record, indent=2))
+        if target.exists():
+            summaries[name] = json.loads(target.read_text())
+    return summaries
+
+
 def quality_checkpoints(settings: StudySettings, root: Path) -> dict[str, Path]:
     """The chosen phase 1's checkpoints the update quality is measured at: its first snapshot (early), the
     snapshot nearest half the plateau's step (mid) and the plateau itself. The snapshots' steps come from
@@ -377,31 +431,32 @@ def update_quality_stage(
     from brorl_lib.rlvr import update_quality as uq
 
     quality.check()
-    train, _, _ = split(settings, chosen(settings, root))
-    rng = np.random.default_rng(SPLIT_SEED)
-    measured = [train[i] for i in sorted(rng.choice(len(train), quality.measured_prompts, replace=False))]
+    measured, pool = quality_prompts(settings, quality, root)
 
     def lr_of(s: int) -> float:
         return scaled_learning_rate(settings.base_lr, BASE_N * settings.phase1_prompts, s)
 
     found = quality_checkpoints(settings, root)
     name_of = {name.split("-")[0]: name for name in found}  # "plateau-step390" -> stage "plateau"
-    points = {name_of[s]: (found[name_of[s]], train, {"countdown": measured}, lr_of) for s in quality.stages}
-    if not compute:
-        saved = [Path(root) / "update_quality" / f"{name}.csv" for name in points | (extra or {})]
-        frames = [pd.read_csv(path) for path in saved if path.exists()]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=uq.RAW_COLUMNS)
-    return uq.run_grid(
-        points | (extra or {}),
-        list(quality.q_bands),
-        list(quality.rollouts),
-        list(quality.samples),
-        quality.reps,
-        lambda n: StepSettings(**(asdict(settings.step(n)) | {"dedupe": True})),
-        Path(root) / "update_quality",
-        settings.device,
-        progress,
-    )
+    points = {name_of[s]: (found[name_of[s]], pool, {"countdown": measured}, lr_of) for s in quality.stages}
+    present = {name: point for name, point in (points | (extra or {})).items() if (point[0] / "config.json").exists()}
+    if compute and present:
+        if len(present) < len(points | (extra or {})):  # no weights here: their saved rows are read back as they are
+            print(f"update quality: no weights for {', '.join(sorted(set(points | (extra or {})) - set(present)))}")
+        uq.run_grid(
+            present,
+            list(quality.q_bands),
+            list(quality.rollouts),
+            list(quality.samples),
+            quality.reps,
+            lambda n: StepSettings(**(asdict(settings.step(n)) | {"dedupe": True})),
+            Path(root) / "update_quality",
+            settings.device,
+            progress,
+        )
+    saved = [Path(root) / "update_quality" / f"{name}.csv" for name in points | (extra or {})]
+    frames = [uq.read_raw(path) for path in saved if path.exists()]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=uq.RAW_COLUMNS)
 
 
 OUTSIDE = "outside_mass.json"

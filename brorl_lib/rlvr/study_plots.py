@@ -34,6 +34,8 @@ def _checkpoint_words(name: str) -> str:
     if name == study.PREVIOUS_NAME:
         return "earlier design's plateau"
     stage, _, step = name.partition("-step")
+    if stage == "cap":
+        return f"step cap (step {step}), not a plateau"
     return f"{stage} (step {step})" if step else name
 
 
@@ -94,6 +96,40 @@ def update_quality(summary: pd.DataFrame, measure: str) -> plt.Figure:
     columns = max(1, min(len(labels), int(fig.get_figwidth() / 1.4)))  # about 1.4 in per band label
     fig.legend(handles, labels, title=f"q band · {MEASURES[measure]}", fontsize=pt(6), loc="outside upper center",
                ncols=columns)  # fmt: skip
+    return fig
+
+
+@rounded_inputs
+def best_n_model(table: pd.DataFrame, summaries: dict[str, dict]) -> plt.Figure:
+    """Per checkpoint: the best-N model's cosine against N for each S (lines over the model's N grid) and the
+    measured grid's cosine over all measured prompts (markers, one standard error; ``best_n_report.comparison``)."""
+    from brorl_lib.rlvr import best_n_report, gradient_stats
+
+    names = list(summaries)
+    sizes = sorted(table["S"].unique())
+    colours = {s: mpl.colors.to_hex(mpl.colormaps["cividis"](0.1 + 0.8 * i / max(1, len(sizes) - 1)))
+               for i, s in enumerate(sizes)}  # fmt: skip
+    fig, axes = new_figure("full", aspect=0.32, ncols=len(names), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        m = best_n_report.moments_of(summaries[name])
+        unresolved = m.g2 <= 0  # the model makes no prediction there; the title says so
+        for s in sizes:
+            ns = np.array([n for n in gradient_stats.N_GRID if n <= s])
+            if m.g2 > 0:
+                ax.plot(ns, gradient_stats.predicted_cosine(m, ns, s, m.prompts), color=colours[s], lw=1.0)
+            g = table[(table["checkpoint"] == name) & (table["S"] == s)].dropna(subset=["measured_cosine"])
+            if len(g):
+                ax.errorbar(g["N"], g["measured_cosine"], yerr=g["measured_se"], color=colours[s], ls="none",
+                            marker="o", ms=2.5, capsize=1.5)  # fmt: skip
+        ax.set_xscale("log", base=2)
+        ax.set_title(_checkpoint_words(name) + (": no model (|G|² not resolved)" if unresolved else ""), loc="left")
+        ax.set_xlabel("N (rollouts per prompt)")
+    axes[0][0].set_ylabel("cos(update, ∇ mean q)")
+    handles = [Line2D([], [], color=colours[s], lw=1.0) for s in sizes]
+    handles += [Line2D([], [], color=palette.INK, lw=1.0)]
+    handles += [Line2D([], [], color=palette.INK, ls="none", marker="o", ms=2.5)]
+    labels = [f"S = {s:,}" for s in sizes] + ["model", "measured (±1 SE)"]
+    fig.legend(handles, labels, fontsize=pt(6), loc="outside upper center", ncols=len(labels))
     return fig
 
 

@@ -291,13 +291,17 @@ def quality_rows(summary: pd.DataFrame, device: str, model: str, models: dict[st
 
 def gpu_quality(folder: Path) -> pd.DataFrame:
     """A GPU row set of the update-quality grid (``rlvr.study_gpu``) read back and summarised, labelled with its
-    card and model; a ValueError naming the folder when it holds no finished row set."""
+    card and model (its last checkpoint named ``cap-step<k>`` where its phase 1 reached the cap, not a plateau);
+    a ValueError naming the folder when it holds no finished row set."""
     record_path = Path(folder) / "record.json"
     files = sorted((Path(folder) / "update_quality").glob("*.csv"))
     if not record_path.is_file() or not files:
         raise ValueError(f"gpu_rows_dir={str(folder)!r} holds no GPU row set (record.json and update_quality/*.csv)")
     record = json.loads(record_path.read_text())
     raw = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
+    mark = Path(folder) / "configs" / record["candidate_key"] / "plateau.json"
+    if mark.is_file() and not json.loads(mark.read_text()).get("plateau_reached", True):  # phase 1 stopped at its cap
+        raw["checkpoint"] = raw["checkpoint"].str.replace("plateau-step", "cap-step", regex=False)
     return quality_rows(uq.summarise(raw), record["card"], record["candidate_key"])
 
 
@@ -306,7 +310,8 @@ def best_update(summary: pd.DataFrame) -> pd.DataFrame:
     mean cosine with the exact gradient, and the N with the largest mean one-step change of q
     (``update_quality.summarise`` rows, ``quality_rows``' labels where present)."""
     every = summary[summary["q_band"] == uq.ALL]
-    keys = [k for k in ("device", "model") if k in every] + ["checkpoint", "task", "samples_per_update"]
+    keys = [k for k in ("device", "model") if k in every] + ["checkpoint"]
+    keys += [k for k in ("reference",) if k in every] + ["task", "samples_per_update"]
     rows = []
     for key, g in every.groupby(keys, sort=False):
         by_cos, by_dq = g.loc[g["cosine"].idxmax()], g.loc[g["delta_q"].idxmax()]

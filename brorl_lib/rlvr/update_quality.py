@@ -214,8 +214,10 @@ def _set_grad(model, flat: torch.Tensor) -> None:
 
 
 def summarise(raw: pd.DataFrame) -> pd.DataFrame:
-    """Mean and standard error over repetitions of each checkpoint x task x N x S x q band."""
-    keys = ["checkpoint", "task", "n_rollouts", "samples_per_update", "q_band"]
+    """Mean and standard error over repetitions of each checkpoint x reference design x task x N x S x q band."""
+    keys = ["checkpoint", "reference", "task", "n_rollouts", "samples_per_update", "q_band"]
+    if "reference" not in raw:  # rows saved before the column: the overlapping design
+        raw = raw.assign(reference=REFERENCES[1])
 
     def se(x: pd.Series) -> float:
         return x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else np.nan
@@ -235,7 +237,24 @@ def summarise(raw: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-RAW_COLUMNS = ["checkpoint", "n_rollouts", "samples_per_update", "rep", "lr"]
+RAW_COLUMNS = ["checkpoint", "n_rollouts", "samples_per_update", "rep", "reference", "lr"]
+# "disjoint": the updates draw from training prompts none of which is measured; "overlapping": they may draw a
+# measured prompt (the design before; rows saved without the column were made so)
+REFERENCES = ("disjoint", "overlapping")
+
+
+def reference_kind(train: list[LaptopInstance], measured: dict[str, list[LaptopInstance]]) -> str:
+    """Whether an update's prompts (drawn from ``train``) can be among the measured ones, by prompt text."""
+    judged = {m.prompt for group in measured.values() for m in group}
+    return REFERENCES[0] if judged.isdisjoint(t.prompt for t in train) else REFERENCES[1]
+
+
+def read_raw(path: Path) -> pd.DataFrame:
+    """A saved grid; rows saved before the ``reference`` column are of the overlapping design."""
+    raw = pd.read_csv(path)
+    if "reference" not in raw:
+        raw.insert(RAW_COLUMNS.index("reference"), "reference", REFERENCES[1])
+    return raw
 
 
 def run_grid(
@@ -262,16 +281,18 @@ def run_grid(
     for name, (path, train, measured, lr_of) in checkpoints.items():
         cells = [Cell(n, s, lr_of(s)) for s in samples for n in rollouts]
         target = Path(folder) / f"{name}.csv"
-        done = pd.read_csv(target) if target.exists() else pd.DataFrame(columns=RAW_COLUMNS)
-        finished = set(map(tuple, done[RAW_COLUMNS[1:4]].drop_duplicates().itertuples(index=False)))
-        todo = [(c, r) for c in cells for r in range(reps) if (c.n_rollouts, c.samples_per_update, r) not in finished]
+        done = read_raw(target) if target.exists() else pd.DataFrame(columns=RAW_COLUMNS)
+        kind = reference_kind(train, measured)
+        finished = set(map(tuple, done[RAW_COLUMNS[1:5]].drop_duplicates().itertuples(index=False)))
+        todo = [(c, r) for c in cells for r in range(reps)
+                if (c.n_rollouts, c.samples_per_update, r, kind) not in finished]  # fmt: skip
         refs = None
         for cell, r in tqdm(todo, desc=f"update quality at {name}", disable=not progress, unit="update"):
             if refs is None:  # once per checkpoint, and only when there is work
                 refs = {t: (m, reference(path, m, edges, step_of(16), device)) for t, m in measured.items()}
             rows = one_update(path, train, refs, cell, step_of(cell.n_rollouts), r, device)
             keys = dict(checkpoint=name, n_rollouts=cell.n_rollouts, samples_per_update=cell.samples_per_update)
-            new = pd.DataFrame([keys | {"rep": r, "lr": cell.lr} | row for row in rows])
+            new = pd.DataFrame([keys | {"rep": r, "reference": kind, "lr": cell.lr} | row for row in rows])
             done = new if done.empty else pd.concat([done, new], ignore_index=True)
             atomic.write_text(target, done.to_csv(index=False, lineterminator="\n"))
         frames.append(done)
