@@ -72,7 +72,8 @@ COLUMNS = {  # artifact -> role -> the CSV column a verdict reads
     },
 }
 WHEN_EMPTY = {  # what a table with no rows yet means, where that is a state of the study and not a fault
-    "laptop_rlvr_verdict": "in progress: no comparison has two finished seeds yet (learning rates being bracketed)",
+    "laptop_rlvr_verdict": "in progress: no comparison of BroRL with ProRL has two finished seeds yet (learning rates "
+    "being bracketed)",
 }
 FIRST_ORDER_TOLERANCE = 1e-10  # relative error below which Theorem 1 equals the first-order change (round-off)
 ROUNDING = 0.01  # points: the paper prints scores to two decimals, so a recomputed mean this close agrees
@@ -151,10 +152,7 @@ def laptop(rows: Rows) -> str:
         for r in records
         if _num(r["budget"]) == last and "plateau" not in r["comparison"]
     ]
-    return (
-        "; ".join(said)
-        or "in progress: no comparison has two finished seeds yet (the learning rates are being bracketed)"
-    )
+    return "; ".join(said) or WHEN_EMPTY["laptop_rlvr_verdict"]
 
 
 def gates(rows: Rows) -> str:
