@@ -426,7 +426,7 @@ def test_the_plateau_record_holds_the_gates_and_every_training_prompts_q(tiny_ro
 
 
 def test_update_quality_covers_three_checkpoints_every_cell_and_rep(tiny_root):
-    raw = pd.concat(pd.read_csv(f) for f in sorted((tiny_root / "update_quality").glob("*.csv")))
+    raw = pd.concat(pd.read_csv(f) for f in uq.grid_files(tiny_root / "update_quality"))
     assert raw["checkpoint"].nunique() == 3
     assert len(raw.groupby(["checkpoint", "n_rollouts", "samples_per_update", "rep"])) == 3 * 2 * 2
 
@@ -661,8 +661,7 @@ def test_the_committed_update_quality_grid_reads_back_from_a_clone(tmp_path):
             shutil.copyfile(source, target)
     assert not list(tmp_path.rglob("snapshots"))
     names = study.quality_checkpoints(cfg.study(), tmp_path)
-    grids = [p for p in (runs / "update_quality").glob("*.csv") if not p.stem.startswith("gradients-")]  # not stats
-    committed = {p.stem for p in grids} - {study.PREVIOUS_NAME}
+    committed = {p.stem for p in uq.grid_files(runs / "update_quality")} - {study.PREVIOUS_NAME}
     assert committed and committed <= set(names)  # the measured checkpoints are the stage's; the rest still to run
     rows = study.update_quality_stage(cfg.study(), cfg.quality(), tmp_path, progress=False, compute=False)
     assert set(rows["checkpoint"]) == committed and len(rows) > 0  # read back, nothing computed

@@ -362,12 +362,13 @@ def gradient_stats_stage(
     range); returns every saved summary, computed or read back (``compute`` false: read back only)."""
     from brorl_lib.models import tiny
     from brorl_lib.rlvr import gradient_stats as gs
+    from brorl_lib.rlvr import update_quality as uq
 
     measured, _ = quality_prompts(settings, quality, root)
     out_dir = Path(root) / "update_quality"
     summaries = {}
     for name, path in quality_checkpoints(settings, root).items():
-        target = out_dir / f"gradients-{name}.json"
+        target = out_dir / f"{uq.STATS_PREFIX}{name}.json"
         if compute and not target.exists() and (path / "config.json").exists():
             model, tok = tiny.load(path, settings.device)
             table, grads = gs.per_prompt(model, tok, measured, settings.temperature, settings.max_new_tokens,
@@ -386,7 +387,7 @@ def gradient_stats_stage(
                       "mean_pairwise_cosine": gs.mean_pairwise_cosine(grads),
                       "kept_fraction": {str(n): gs.kept_fraction(table["q"], n) for n in quality.rollouts},
                       "best_n": best}  # fmt: skip
-            atomic.write_text(out_dir / f"gradients-{name}.csv", table.to_csv(index=False, lineterminator="\n"))
+            atomic.write_text(out_dir / f"{uq.STATS_PREFIX}{name}.csv", table.to_csv(index=False, lineterminator="\n"))
             atomic.write_text(target, json.dumps(record, indent=2))
         if target.exists():
             summaries[name] = json.loads(target.read_text())

@@ -20,10 +20,10 @@ PROVENANCE = "scaled-down"
 
 def quality_summary(cfg: CountdownStudyConfig) -> pd.DataFrame:
     """Every finished update-quality row of ``cfg``'s run folder, summarised (``update_quality.summarise``)."""
-    files = sorted((cfg.runs_path() / "update_quality").glob("*.csv"))
+    files = uq.grid_files(cfg.runs_path() / "update_quality")
     if not files:
         raise ValueError(f"{cfg.runs_dir} has no update-quality results yet: run section 3 of the notebook first")
-    return uq.summarise(pd.concat([pd.read_csv(f) for f in files], ignore_index=True))
+    return uq.summarise(pd.concat([uq.read_raw(f) for f in files], ignore_index=True))
 
 
 def phase2_table(cfg: CountdownStudyConfig) -> pd.DataFrame:

@@ -294,7 +294,7 @@ def gpu_quality(folder: Path) -> pd.DataFrame:
     card and model (its last checkpoint named ``cap-step<k>`` where its phase 1 reached the cap, not a plateau);
     a ValueError naming the folder when it holds no finished row set."""
     record_path = Path(folder) / "record.json"
-    files = sorted((Path(folder) / "update_quality").glob("*.csv"))
+    files = uq.grid_files(Path(folder) / "update_quality")
     if not record_path.is_file() or not files:
         raise ValueError(f"gpu_rows_dir={str(folder)!r} holds no GPU row set (record.json and update_quality/*.csv)")
     record = json.loads(record_path.read_text())

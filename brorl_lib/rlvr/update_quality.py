@@ -249,6 +249,14 @@ def reference_kind(train: list[LaptopInstance], measured: dict[str, list[LaptopI
     return REFERENCES[0] if judged.isdisjoint(t.prompt for t in train) else REFERENCES[1]
 
 
+STATS_PREFIX = "gradients-"  # the per-prompt gradient statistics beside the grids (study.gradient_stats_stage)
+
+
+def grid_files(folder: Path) -> list[Path]:
+    """The saved grids of an ``update_quality`` folder, one per checkpoint (not the gradient statistics)."""
+    return sorted(p for p in Path(folder).glob("*.csv") if not p.name.startswith(STATS_PREFIX))
+
+
 def read_raw(path: Path) -> pd.DataFrame:
     """A saved grid; rows saved before the ``reference`` column are of the overlapping design."""
     raw = pd.read_csv(path)
