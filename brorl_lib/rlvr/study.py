@@ -440,10 +440,11 @@ def update_quality_stage(
     found = quality_checkpoints(settings, root)
     name_of = {name.split("-")[0]: name for name in found}  # "plateau-step390" -> stage "plateau"
     points = {name_of[s]: (found[name_of[s]], pool, {"countdown": measured}, lr_of) for s in quality.stages}
-    present = {name: point for name, point in (points | (extra or {})).items() if (point[0] / "config.json").exists()}
+    points |= extra or {}
+    present = {name: point for name, point in points.items() if (point[0] / "config.json").exists()}
     if compute and present:
-        if len(present) < len(points | (extra or {})):  # no weights here: their saved rows are read back as they are
-            print(f"update quality: no weights for {', '.join(sorted(set(points | (extra or {})) - set(present)))}")
+        if len(present) < len(points):  # no weights here: their saved rows are read back as they are
+            print(f"update quality: no weights for {', '.join(sorted(set(points) - set(present)))}")
         uq.run_grid(
             present,
             list(quality.q_bands),
@@ -455,7 +456,7 @@ def update_quality_stage(
             settings.device,
             progress,
         )
-    saved = [Path(root) / "update_quality" / f"{name}.csv" for name in points | (extra or {})]
+    saved = [Path(root) / "update_quality" / f"{name}.csv" for name in points]
     frames = [uq.read_raw(path) for path in saved if path.exists()]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=uq.RAW_COLUMNS)
 

@@ -216,8 +216,7 @@ def _set_grad(model, flat: torch.Tensor) -> None:
 def summarise(raw: pd.DataFrame) -> pd.DataFrame:
     """Mean and standard error over repetitions of each checkpoint x reference design x task x N x S x q band."""
     keys = ["checkpoint", "reference", "task", "n_rollouts", "samples_per_update", "q_band"]
-    if "reference" not in raw:  # rows saved before the column: the overlapping design
-        raw = raw.assign(reference=REFERENCES[1])
+    raw = with_reference(raw)
 
     def se(x: pd.Series) -> float:
         return x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else np.nan
@@ -257,12 +256,18 @@ def grid_files(folder: Path) -> list[Path]:
     return sorted(p for p in Path(folder).glob("*.csv") if not p.name.startswith(STATS_PREFIX))
 
 
-def read_raw(path: Path) -> pd.DataFrame:
-    """A saved grid; rows saved before the ``reference`` column are of the overlapping design."""
-    raw = pd.read_csv(path)
-    if "reference" not in raw:
-        raw.insert(RAW_COLUMNS.index("reference"), "reference", REFERENCES[1])
+def with_reference(raw: pd.DataFrame) -> pd.DataFrame:
+    """``raw`` with its ``reference`` column: rows made before the column are of the overlapping design."""
+    if "reference" in raw:
+        return raw
+    raw = raw.copy()
+    raw.insert(min(RAW_COLUMNS.index("reference"), raw.shape[1]), "reference", REFERENCES[1])
     return raw
+
+
+def read_raw(path: Path) -> pd.DataFrame:
+    """A saved grid (``with_reference``)."""
+    return with_reference(pd.read_csv(path))
 
 
 def run_grid(
