@@ -38,7 +38,8 @@ def job(tmp_path):
     _stub(arm, "launch.sh", 'echo "RAY_ADDRESS=$RAY_ADDRESS" >> "$CALLS"\n')
     _stub(bin_dir, "scontrol", "printf 'node-a\\nnode-b\\n'\n")
     _stub(bin_dir, "srun", '[[ "$*" != *hostname* ]] || echo "10.0.0.1 fe80::1"\n')
-    python = _stub(bin_dir, "python", '[[ "$1" != -c ]] || echo 2\n')  # two nodes alive
+    # a node is alive once its `ray start` was called
+    python = _stub(bin_dir, "python", '[[ "$1" != -c ]] || grep -c "ray start" "$CALLS"\n')
     env = {
         **os.environ,
         "PATH": f"{bin_dir}:{os.environ['PATH']}",

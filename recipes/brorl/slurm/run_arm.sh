@@ -48,19 +48,29 @@ HEAD="${NODES[0]}"
 HEAD_IP=$(srun --nodes=1 --ntasks=1 -w "$HEAD" hostname --ip-address | awk '{print $1}')
 export RAY_ADDRESS="$HEAD_IP:$PORT"  # preflight, and verl's ray.init in launch_arm.sh, join this cluster
 echo "[brorl] arm $ARM, profile $PROFILE: Ray head $HEAD ($RAY_ADDRESS), ${#NODES[@]} node(s)"
+nodes_alive() {  # how many nodes the Ray cluster at $RAY_ADDRESS counts alive (0 while it does not answer)
+  local n
+  n=$("$PYTHON" -c "import ray; ray.init(address='$RAY_ADDRESS', logging_level='ERROR');
+print(sum(n['Alive'] for n in ray.nodes()))" 2>/dev/null | tail -n 1) || true
+  [[ "$n" =~ ^[0-9]+$ ]] && echo "$n" || echo 0
+}
+wait_for_nodes() {  # our choice: up to 5 minutes for $1 node(s) to be alive
+  for _ in $(seq 60); do
+    alive=$(nodes_alive)
+    [[ "$alive" -ge "$1" ]] && return 0
+    sleep 5
+  done
+  return 0
+}
+alive=0
 srun --nodes=1 --ntasks=1 -w "$HEAD" "$RAY" start --head --node-ip-address="$HEAD_IP" --port="$PORT" \
   --num-gpus="$want_gpus" --block &
 sleep "${RAY_START_WAIT_S:-10}"
+wait_for_nodes 1  # the head answers before any worker tries to join it
 for node in "${NODES[@]:1}"; do
   srun --nodes=1 --ntasks=1 -w "$node" "$RAY" start --address="$RAY_ADDRESS" --num-gpus="$want_gpus" --block &
 done
-alive=0
-for _ in $(seq 60); do  # our choice: up to 5 minutes for every node to join
-  alive=$("$PYTHON" -c "import ray; ray.init(address='$RAY_ADDRESS', logging_level='ERROR');
-print(sum(n['Alive'] for n in ray.nodes()))" 2>/dev/null | tail -n 1) || alive=0
-  [[ "$alive" -ge "${#NODES[@]}" ]] && break
-  sleep 5
-done
+wait_for_nodes "${#NODES[@]}"
 if [[ "$alive" -lt "${#NODES[@]}" ]]; then
   echo "[brorl] $alive of ${#NODES[@]} node(s) joined the Ray cluster at $RAY_ADDRESS" >&2
   exit 1
