@@ -41,6 +41,16 @@ test: $(STAMP) sandbox-deps
 	$(MAKE) --no-print-directory -j2 --output-sync=target verl-test vllm-test
 	$(MAKE) --no-print-directory -j2 --output-sync=target nbval browser
 
+## `make test` (or BUSY_TARGETS) with the CPUs kept busy, as on a researcher's working laptop: BUSY processes (default
+## one per CPU; our choice) spin beside it for its whole run and are stopped when it ends, pass or fail.
+BUSY ?= $(shell nproc 2>/dev/null || echo 1)
+BUSY_TARGETS ?= test
+.PHONY: test-busy
+test-busy: $(STAMP)
+	pids=; for _ in $$(seq $(BUSY)); do $(BIN)/python -c 'while True: pass' & pids="$$pids $$!"; done; \
+	trap 'kill $$pids 2>/dev/null' EXIT INT TERM HUP; \
+	echo "$(BUSY) busy process(es) beside: make $(BUSY_TARGETS)"; $(MAKE) --no-print-directory $(BUSY_TARGETS)
+
 ## ruff: lint rules and formatting (configured in pyproject.toml)
 lint: $(STAMP)
 	$(BIN)/ruff check .
