@@ -55,6 +55,18 @@ def test_notebook_04s_caveat_is_read_from_its_plateau_gates(tmp_path):
     assert "`figures/laptop_rlvr_plateau.csv` is absent" in glance.caveat_of(claim, tmp_path)
 
 
+def test_notebook_04s_verdict_at_the_rules_rates_alone_says_the_tuned_comparison_is_pending():
+    row = {"rates": "rule", "comparison": "N512 - N16", "budget": "1048576", "seeds": "3", "mean": "-0.47",
+           "ci_low_seeds_prompts": "-0.6", "ci_high_seeds_prompts": "-0.3", "sign_flip_p_two_sided": "0.25",
+           "direction": "BroRL lower"}  # fmt: skip
+    said = glance.laptop([row])
+    assert said.startswith("rule rates, N512 - N16: BroRL lower, Δpass@1 -0.470") and glance.TUNED_PENDING in said
+    tuned = glance.laptop([row, row | {"rates": "tuned"}])
+    assert "tuned rates, N512 - N16" in tuned and glance.TUNED_PENDING not in tuned
+    plateau_only = glance.laptop([row | {"rates": "tuned", "comparison": "N16 - plateau"}])
+    assert plateau_only == glance.WHEN_EMPTY["laptop_rlvr_verdict"]
+
+
 def test_a_changed_readme_block_is_refused_and_rewritten(tmp_path, monkeypatch, capsys):
     text = readme.README.read_text(encoding="utf-8")
     copy = tmp_path / "README.md"

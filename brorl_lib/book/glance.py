@@ -75,6 +75,7 @@ WHEN_EMPTY = {  # what a table with no rows yet means, where that is a state of 
     "laptop_rlvr_verdict": "in progress: no comparison of BroRL with ProRL has two finished seeds yet (learning rates "
     "being bracketed)",
 }
+TUNED_PENDING = "in progress: no comparison at tuned rates yet (learning rates being bracketed)"
 FIRST_ORDER_TOLERANCE = 1e-10  # relative error below which Theorem 1 equals the first-order change (round-off)
 ROUNDING = 0.01  # points: the paper prints scores to two decimals, so a recomputed mean this close agrees
 
@@ -152,6 +153,8 @@ def laptop(rows: Rows) -> str:
         for r in records
         if _num(r["budget"]) == last and "plateau" not in r["comparison"]
     ]
+    if said and not any(r["rates"] == "tuned" and "plateau" not in r["comparison"] for r in records):
+        said.append(TUNED_PENDING)
     return "; ".join(said) or WHEN_EMPTY["laptop_rlvr_verdict"]
 
 
