@@ -16,7 +16,8 @@
 # The job's node count and GPUs per node must equal the arm's trainer.nnodes and trainer.n_gpus_per_node, checked
 # before Ray starts. Optional: PYTHON (default python3), RAY (default ray), RAY_PORT (default 6379, Ray's own),
 # PREFLIGHT_SKIP (preflight checks to skip, comma-separated), REPO_ROOT (default: the directory sbatch ran in),
-# RAY_START_WAIT_S (seconds between the head's start and the workers', default 10 as in verl's Slurm example).
+# RAY_START_WAIT_S (seconds after the head's start before the job asks whether it answers, default 10 as in verl's
+# Slurm example; workers start once it does).
 # Re-submitting resumes the arm from its newest checkpoint (launch_arm.sh).
 set -euo pipefail
 usage="usage: sbatch recipes/brorl/slurm/run_arm.sh ARM [PROFILE] [Hydra overrides]"
