@@ -3,13 +3,16 @@ none missed), exact q against the sampler's own probabilities, the warm start on
 refill that draws only the shortfall, the deduplicated update, and the update-quality measurement."""
 
 import os
+from dataclasses import replace
 from itertools import permutations, product
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
+from brorl_lib.core import stats
 from brorl_lib.facts.protocol import SamplingParams
 from brorl_lib.models import tiny
 from brorl_lib.rlvr import algorithm as alg
@@ -317,6 +320,16 @@ def test_tuning_extends_the_grid_until_the_best_is_inside_and_seeds_its_neighbou
 # --- the study's report ---
 
 
+def test_the_isocompute_tuning_plans_the_verdicts_two_n_first(monkeypatch):
+    p = replace(tiny_phase2(), iso_rollouts=(8, 16, 32, 512), iso_samples=1024)
+    settled = p2.Tuning(grid=(0.5, 1.0, 2.0), needs=(), best=1.0, scores={})
+    monkeypatch.setattr(study, "chosen", lambda s, root: None)
+    monkeypatch.setattr(p2, "verdict_tuning", lambda root, c, p, n: settled)
+    monkeypatch.setattr(p2, "iso_tuning", lambda root, c, p, n: replace(settled, needs=((1.0, 0),), best=None))
+    iso = [a.n_rollouts for a, _ in p2.plan(tiny_study(), p, Path("unused")) if a.role == "isocompute"]
+    assert iso == [16, 512, 8, 32]
+
+
 def test_the_sign_flip_test_enumerates_every_sign_pattern():
     assert sr.sign_flip_p([0.1, 0.2, 0.3]) == {"p_greater": 1 / 8, "p_two_sided": 2 / 8}
     r = sr.sign_flip_p([0.1, -0.1, 0.2, -0.2])
@@ -467,6 +480,25 @@ def test_every_planned_phase2_run_finished_with_its_accounting_and_fate(tiny_roo
     assert len(list(tiny_root.rglob("tensorboard/events.out.tfevents.*"))) >= len(planned)  # one log per run at least
 
 
+def test_drift_averages_each_runs_last_steps_then_the_seeds():
+    """Two seeds of one arm, 8 steps of 100 samples: the end averages the steps past 7/8 of each run's samples,
+    the start is the first step; the curves bin the steps by samples up to the budget, overshoot in the last."""
+    arm = dict(arm="A", label="arm A", N=16, prompts=4, lr_factor=1.0)
+    rows = [arm | dict(seed=seed, step=k, samples=100 * k, entropy=0.1 * k + seed, kl_ref=0.01 * k * (seed + 1))
+            for seed in (0, 1) for k in range(9)]  # fmt: skip
+    frame = pd.DataFrame(rows + [dict(rows[0], arm="B", label="arm B")])
+    d = sr.drift(frame, ["A", "missing"]).set_index("arm")
+    assert list(d.index) == ["A"] and d.loc["A", "seeds"] == 2
+    assert d.loc["A", "entropy_start"] == pytest.approx(0.1 + 0.5)  # step 1 of both seeds
+    assert d.loc["A", "entropy_end"] == pytest.approx(0.8 + 0.5)  # step 8 only: 800 > 7/8 * 800 = 700
+    assert d.loc["A", "kl_end"] == pytest.approx((0.08 + 0.16) / 2)
+    assert d.loc["A", "kl_end_ci"] == pytest.approx(stats.mean_interval([0.08, 0.16])["ci_high"] - 0.12)
+    curves = sr.drift_curves(frame, ["A"], budget=700, bins=7)
+    assert list(curves["samples"]) == [100, 200, 300, 400, 500, 600, 700]  # step 8 (800) counted in the last bin
+    assert curves["kl_ref"].iloc[-1] == pytest.approx((0.07 + 0.08 + 0.14 + 0.16) / 4)
+    assert (curves["seeds"] == 2).all()
+
+
 def test_two_way_interval_widens_with_prompt_noise_and_repeats_bit_for_bit():
     rng = np.random.default_rng(1)
     seeds_only = rng.normal(0.1, 0.05, size=(6, 1)) + np.zeros((6, 200))
@@ -533,7 +565,7 @@ def test_the_notebook_reads_the_quick_study_back_and_writes_every_artifact(tiny_
     out = tmp_path / "figures"
     for name in ("laptop_rlvr_screen", "laptop_rlvr_phase1", "laptop_rlvr_update_cosine", "fig1_laptop_rlvr",
                  "laptop_rlvr_bands", "laptop_rlvr_isocompute", "laptop_rlvr_prompt_fate",
-                 "laptop_rlvr_best_n"):  # fmt: skip
+                 "laptop_rlvr_best_n", "laptop_rlvr_drift_curves"):  # fmt: skip
         assert (out / f"{name}.png").is_file(), name
     quality = pd.read_csv(out / "laptop_rlvr_update_quality.csv", comment="#")
     assert {"checkpoint", "task", "n_rollouts", "samples_per_update", "q_band", "cosine", "cosine_se", "delta_q",
@@ -541,7 +573,8 @@ def test_the_notebook_reads_the_quick_study_back_and_writes_every_artifact(tiny_
     iso = pd.read_csv(out / "laptop_rlvr_isocompute.csv", comment="#")
     assert {"task", "n_rollouts", "budget", "lr_factor", "seeds", "pass1_mean", "pass1_se", "best_lr",
             "lr_at_edge"} <= set(iso.columns)  # fmt: skip
-    for name in ("table1_laptop_rlvr", "table2_laptop_rlvr", "laptop_rlvr_verdict", "laptop_rlvr_prompt_fate"):
+    for name in ("table1_laptop_rlvr", "table2_laptop_rlvr", "laptop_rlvr_verdict", "laptop_rlvr_prompt_fate",
+                 "laptop_rlvr_drift"):  # fmt: skip
         assert len(pd.read_csv(out / f"{name}.csv", comment="#")), name
     gradients = pd.read_csv(out / "laptop_rlvr_gradients.csv", comment="#")  # every checkpoint with its weights
     assert list(gradients["checkpoint"]) == list(study.quality_checkpoints(tiny_study(), tiny_root))

@@ -338,7 +338,8 @@ def iso_tuning(root: Path, candidate, p: Phase2Settings, n: int) -> Tuning:
 def plan(s: study.StudySettings, p: Phase2Settings, root: Path) -> list[tuple[Arm, int]]:
     """(arm, seed) of every run the results so far call for, in the order they run: the verdict arms' tuning
     (ProRL and BroRL interleaved), the rule-rate verdict, the tuned verdict, BroRL at the paper's prompts per
-    step, the IsoCompute tuning, then the controls; an arm whose rate is still being tuned is not yet planned."""
+    step, the IsoCompute tuning (the verdict's two N first), then the controls; an arm whose rate is still being
+    tuned is not yet planned."""
     candidate = study.chosen(s, root)
     out: list[tuple[Arm, int]] = []
     tuned = {n: verdict_tuning(root, candidate, p, n) for n in (study.BASE_N, BROAD_N)}
@@ -349,7 +350,7 @@ def plan(s: study.StudySettings, p: Phase2Settings, root: Path) -> list[tuple[Ar
     if None not in best.values():
         out += [(verdict_arm(p, n, f), seed) for seed in p.seeds for n, f in best.items()]
         out += [(prompts_arm(p, best[BROAD_N]), seed) for seed in p.seeds]
-    for n in p.iso_rollouts:
+    for n in sorted(p.iso_rollouts, key=lambda n: n not in (study.BASE_N, BROAD_N)):  # the verdict's N first
         t = iso_tuning(root, candidate, p, n)
         out += [(iso_arm(p, n, f), seed) for f, seed in t.needs]
     if None not in best.values():

@@ -3,6 +3,8 @@ colour from the one palette, q bands the palette's series."""
 
 from __future__ import annotations
 
+import re
+
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
@@ -102,7 +104,8 @@ def update_quality(summary: pd.DataFrame, measure: str) -> plt.Figure:
 @rounded_inputs
 def best_n_model(table: pd.DataFrame, summaries: dict[str, dict]) -> plt.Figure:
     """Per checkpoint: the best-N model's cosine against N for each S (lines over the model's N grid) and the
-    measured grid's cosine over all measured prompts (markers, one standard error; ``best_n_report.comparison``)."""
+    measured grid's cosine over all measured prompts (markers, one standard error, each S's nudged sideways so
+    that they do not hide each other; ``best_n_report.comparison``)."""
     from brorl_lib.rlvr import best_n_report, gradient_stats
 
     names = list(summaries)
@@ -113,13 +116,14 @@ def best_n_model(table: pd.DataFrame, summaries: dict[str, dict]) -> plt.Figure:
     for ax, name in zip(axes[0], names):
         m = best_n_report.moments_of(summaries[name])
         unresolved = m.g2 <= 0  # the model makes no prediction there; the title says so
-        for s in sizes:
+        for i, s in enumerate(sizes):
             ns = np.array([n for n in gradient_stats.N_GRID if n <= s])
+            dodge = 2 ** (0.12 * (i - (len(sizes) - 1) / 2))  # S's markers side by side at one N (log axis)
             if m.g2 > 0:
                 ax.plot(ns, gradient_stats.predicted_cosine(m, ns, s, m.prompts), color=colours[s], lw=1.0)
             g = table[(table["checkpoint"] == name) & (table["S"] == s)].dropna(subset=["measured_cosine"])
             if len(g):
-                ax.errorbar(g["N"], g["measured_cosine"], yerr=g["measured_se"], color=colours[s], ls="none",
+                ax.errorbar(g["N"] * dodge, g["measured_cosine"], yerr=g["measured_se"], color=colours[s], ls="none",
                             marker="o", ms=2.5, capsize=1.5)  # fmt: skip
         ax.set_xscale("log", base=2)
         ax.set_title(_checkpoint_words(name) + (": no model (|G|² not resolved)" if unresolved else ""), loc="left")
@@ -133,12 +137,23 @@ def best_n_model(table: pd.DataFrame, summaries: dict[str, dict]) -> plt.Figure:
     return fig
 
 
-def _arm_colour(arm: str, n: int) -> str:
-    """The verdict arms take their N's colour, each control its own (figures.palette)."""
-    controls = {"N16_batch": "batch-size control", "N512_prompts": "prompt-matched BroRL"}
-    controls["N512_kl"] = "KL-anchored BroRL"
-    name = next((v for k, v in controls.items() if arm.startswith(k)), None)
-    return palette.arm(name) if name else palette.n_colour(int(n))
+CONTROL_COLOURS = {
+    "(batch control)": "batch-size control",
+    "(prompt-matched)": "prompt-matched BroRL",
+    ", KL ": "KL-anchored BroRL",
+}  # a control arm's label names it (study_phase2.control_arms)
+
+
+def _arm_style(arm: str, n: int, label: str) -> tuple[str, str]:
+    """Colour and line style of a phase-2 arm: a verdict arm solid in its N's colour, another learning-rate
+    multiple of one (``_lr<f>x`` in its name) a dashed tint of it, a control dotted in its own colour
+    (figures.palette), BroRL at other prompts per step dotted in its N's colour."""
+    control = next((v for k, v in CONTROL_COLOURS.items() if k in label), None)
+    colour = palette.arm(control) if control else palette.n_colour(int(n))
+    factor = re.search(r"_lr([0-9.e-]+)x", arm)
+    if factor:
+        return palette.tint(colour, min(0.7, 0.15 * abs(np.log2(float(factor.group(1)))))), "--"
+    return colour, "-" if arm in ("N16", "N512") else ":"
 
 
 @rounded_inputs
@@ -149,17 +164,13 @@ def curves(table: pd.DataFrame, arms: list[str] | None = None) -> plt.Figure:
     table = table[table["role"] != "isocompute"]
     if arms is not None:
         table = table[table["arm"].isin(arms)]
-    for (arm, label, n, factor), g in table.groupby(["arm", "label", "N", "lr_factor"], sort=False):
+    for (arm, label, n), g in table.groupby(["arm", "label", "N"], sort=False):
         start = g.groupby("seed")["start_pass1"].first()
         m = g.groupby("budget")["pass1"].agg(["mean", "std", "size"])
         x = np.r_[0, m.index.to_numpy()]
         y = np.r_[start.mean(), m["mean"].to_numpy()]
         band = np.r_[0, 1.96 * m["std"].fillna(0).to_numpy() / np.sqrt(m["size"].to_numpy())]
-        colour = _arm_colour(arm, n)
-        if "_lr" in arm:  # another learning-rate multiple of a verdict arm: a tint of its N's colour, dashed
-            colour, ls = palette.tint(colour, min(0.7, 0.15 * abs(np.log2(factor)))), "--"
-        else:
-            ls = "-" if arm in ("N16", "N512") else ":"
+        colour, ls = _arm_style(arm, n, label)
         ax.plot(x, y, color=colour, ls=ls, marker="o", ms=2, lw=1, label=f"{label} (n={len(start)})")
         ax.fill_between(x, y - band, y + band, color=colour, alpha=0.12, lw=0)
     ticks = [0, *sorted(table["budget"].unique())]
@@ -196,8 +207,10 @@ def bands(table: pd.DataFrame) -> plt.Figure:
 
     def draw(ax, x, width, g, arm):
         err = [g["delta_vs_prorl"] - g["ci_low"], g["ci_high"] - g["delta_vs_prorl"]]
-        ax.errorbar(x, g["delta_vs_prorl"], yerr=err, color=_arm_colour(arm, g["N"].dropna().iloc[0]), marker="o",
-                    ms=3, lw=0, elinewidth=1, capsize=2, label=g["label"].dropna().iloc[0])  # fmt: skip
+        label = g["label"].dropna().iloc[0]
+        colour = _arm_style(arm, g["N"].dropna().iloc[0], label)[0]
+        ax.errorbar(x, g["delta_vs_prorl"], yerr=err, color=colour, marker="o", ms=3, lw=0, elinewidth=1, capsize=2,
+                    label=label)  # fmt: skip
 
     table = table.dropna(subset=["delta_vs_prorl"])
     return _arms_by_band(table, draw, "Held-out pass@1 at the plateau", "Arm − ProRL, pass@1")
@@ -242,8 +255,9 @@ def prompt_fate(table: pd.DataFrame) -> plt.Figure:
     one standard error)."""
 
     def draw(ax, x, width, g, arm):
-        colour = _arm_colour(arm, 16 if arm.startswith("N16") else 512)
-        ax.bar(x, g["delta_q"], width, yerr=g["delta_q_se"], color=colour, label=g["label"].dropna().iloc[0])
+        label = g["label"].dropna().iloc[0]
+        colour = _arm_style(arm, 16 if arm.startswith("N16") else 512, label)[0]
+        ax.bar(x, g["delta_q"], width, yerr=g["delta_q_se"], color=colour, label=label)
 
     return _arms_by_band(table, draw, "Exact q at the plateau", "Δ q over phase 2")
 
@@ -269,4 +283,24 @@ def phase1(curve: pd.DataFrame, window_steps: tuple[int, int, int] | None = None
     ax.set_xlabel("Phase-1 step (step 0: warm start)")
     ax.set_ylabel("Held-out pass@1 (exact)")
     ax.legend(fontsize=pt(5.5), loc="lower right")
+    return fig
+
+
+@rounded_inputs
+def drift(curves: pd.DataFrame) -> plt.Figure:
+    """Left: the KL to the plateau policy (nats a token, log scale; bins whose mean is not positive left out);
+    right: the entropy per response token; each against generated samples, per arm (``study_report.drift_curves``)."""
+    fig, axes = new_figure("full", aspect=0.32, ncols=2)
+    for (arm, label, n), g in curves.groupby(["arm", "label", "N"], sort=False):
+        colour, ls = _arm_style(arm, n, label)
+        kl = g[g["kl_ref"] > 0]
+        axes[0].plot(kl["samples"], kl["kl_ref"], color=colour, ls=ls, marker="o", ms=2, lw=1)
+        axes[1].plot(g["samples"], g["entropy"], color=colour, ls=ls, marker="o", ms=2, lw=1, label=label)
+    axes[0].set_yscale("log")
+    axes[0].set_ylabel("KL to plateau (nats/token)")
+    axes[1].set_ylabel("Entropy (nats/token)")
+    for ax in axes:
+        ax.set_xlabel("Generated samples in phase 2")
+        ax.xaxis.set_major_formatter(mpl.ticker.FuncFormatter(lambda v, _: f"{v / 1000:,.0f}k" if v else "0"))
+    fig.legend(fontsize=pt(5.5), loc="outside right upper")
     return fig

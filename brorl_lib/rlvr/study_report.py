@@ -359,6 +359,55 @@ def accounting(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+DRIFT_FRACTION = 0.125  # our choice: the end's entropy and KL average the steps of a run's last eighth of samples
+DRIFT = ["arm", "label", "N", "prompts", "lr_factor", "seeds", "entropy_start", "entropy_end", "entropy_end_ci",
+         "kl_end", "kl_end_ci"]  # fmt: skip
+
+
+def drift(frame: pd.DataFrame, arms: list[str], fraction: float = DRIFT_FRACTION) -> pd.DataFrame:
+    """Per arm of ``arms`` (finished runs): the entropy per response token at its first step, and the entropy and
+    the KL to the plateau policy (nats a token) averaged over the steps of the last ``fraction`` of each run's
+    generated samples (one step's estimate is noisy); mean over seeds, with a 95% t half-width across seeds
+    (NaN with one seed)."""
+    rows = []
+    for arm in arms:
+        g = frame[(frame["arm"] == arm) & (frame["step"] > 0)]
+        if g.empty:
+            continue
+        per = []
+        for _, run in g.groupby("seed"):
+            end = run[run["samples"] > (1 - fraction) * run["samples"].max()]
+            per.append((run.sort_values("step")["entropy"].iloc[0], end["entropy"].mean(), end["kl_ref"].mean()))
+        start, entropy, kl = np.array(per).T
+        half = {k: (v.mean() - stats.mean_interval(v)["ci_low"]) if v.size > 1 else np.nan
+                for k, v in (("entropy", entropy), ("kl", kl))}  # fmt: skip
+        first = g.iloc[0]
+        rows.append({"arm": arm, "label": first["label"], "N": first["N"], "prompts": first["prompts"],
+                     "lr_factor": first["lr_factor"], "seeds": len(per), "entropy_start": start.mean(),
+                     "entropy_end": entropy.mean(), "entropy_end_ci": half["entropy"], "kl_end": kl.mean(),
+                     "kl_end_ci": half["kl"]})  # fmt: skip
+    return pd.DataFrame(rows, columns=DRIFT)
+
+
+def drift_curves(frame: pd.DataFrame, arms: list[str], budget: int, bins: int = 16) -> pd.DataFrame:
+    """Per arm of ``arms`` and bin of generated samples (``bins`` equal bins up to ``budget``, the last step's
+    overshoot counted in the last bin): the entropy
+    and the KL to the plateau policy, mean over each run's steps in the bin, then over seeds (columns arm,
+    label, N, samples (the bin's end), entropy, kl_ref, seeds)."""
+    g = frame[frame["arm"].isin(arms) & (frame["step"] > 0)].copy()
+    if g.empty:
+        return pd.DataFrame(columns=["arm", "label", "N", "samples", "entropy", "kl_ref", "seeds"])
+    edges = np.linspace(0, budget, bins + 1)
+    g["bin_end"] = edges[np.clip(np.searchsorted(edges, g["samples"], side="left"), 1, bins)]
+    per_seed = g.groupby(["arm", "label", "N", "bin_end", "seed"], sort=False)[["entropy", "kl_ref"]].mean()
+    out = per_seed.groupby(["arm", "label", "N", "bin_end"], sort=False).agg(
+        entropy=("entropy", "mean"), kl_ref=("kl_ref", "mean"), seeds=("entropy", "size")
+    )
+    out = out.reset_index().rename(columns={"bin_end": "samples"})
+    order = {a: k for k, a in enumerate(arms)}
+    return out.sort_values(["arm", "samples"], key=lambda c: c.map(order) if c.name == "arm" else c, kind="stable")
+
+
 def prompt_fate(root: Path, s: study.StudySettings, p: p2.Phase2Settings) -> pd.DataFrame:
     """Per arm and starting-q band (exact q at the plateau): prompts, mean q before and after phase 2 (mean over
     seeds, with its standard error across seeds), the share of the band's prompts the arm ever kept, and the
