@@ -471,6 +471,8 @@ def test_every_planned_phase2_run_finished_with_its_accounting_and_fate(tiny_roo
     table = sr.at_budgets(frame, p.budgets)
     v = sr.verdict(table, p, {16: f16, 512: f512}, tiny_root, s)
     assert {"rule", "tuned"} == set(v["rates"]) and {"N512 - N16", "N16 - plateau"} <= set(v["comparison"])
+    prompts_effect = f"{p2.prompts_arm(p, f512).name} - {p2.verdict_arm(p, 512, f512).name}"  # N fixed at 512
+    assert prompts_effect in set(v["comparison"])
     assert (v["seeds"] == 2).all() and (v["ci_low_seeds_prompts"] <= v["mean"] + 1e-12).all()
     iso = sr.isocompute(table, iso_t)
     assert set(iso["n_rollouts"]) == {8, 32} and iso.groupby("n_rollouts")["best_lr"].any().all()
@@ -576,6 +578,8 @@ def test_the_notebook_reads_the_quick_study_back_and_writes_every_artifact(tiny_
     for name in ("table1_laptop_rlvr", "table2_laptop_rlvr", "laptop_rlvr_verdict", "laptop_rlvr_prompt_fate",
                  "laptop_rlvr_drift"):  # fmt: skip
         assert len(pd.read_csv(out / f"{name}.csv", comment="#")), name
+    check = pd.read_csv(out / "laptop_rlvr_best_n_check.csv", comment="#")  # the model against both grids
+    assert {"update quality"} < set(check["grid"]) and check["grid"].str.startswith("IsoCompute").any()
     gradients = pd.read_csv(out / "laptop_rlvr_gradients.csv", comment="#")  # every checkpoint with its weights
     assert list(gradients["checkpoint"]) == list(study.quality_checkpoints(tiny_study(), tiny_root))
     assert (gradients["within"] >= 0).all() and (gradients["mean_pairwise_cosine"].abs() <= 1).all()

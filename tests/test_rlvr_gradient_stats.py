@@ -104,3 +104,22 @@ def test_report_compares_the_model_with_the_measured_grid():
     assert check.loc["plateau-step1200", "model_best_N"] == "none: mean gradient not resolved"
     ratio = br.gradient_table(summaries)["between_over_g2"]
     assert ratio.iloc[0] == 5.0 and np.isnan(ratio.iloc[1])  # B / |G|^2 has no meaning where |G|^2 is not resolved
+
+
+def test_the_isocompute_grid_is_checked_against_the_models_pick_among_its_n():
+    from brorl_lib.rlvr import best_n_report as br
+
+    summaries = {"mid-step600": summary(1.0), "plateau-step1200": summary(-1.0)}
+    best = pd.DataFrame({"budget": [1000, 2000], "n_rollouts": [16, 32], "tied": ["8", "-"]})
+    check = br.isocompute_check(best, summaries, "mid-step600", 8192, [8, 16, 32])
+    assert list(check["grid"]) == ["IsoCompute, 1,000 samples", "IsoCompute, 2,000 samples"]
+    assert list(check["model_best_on_grid"]) == [16, 16]  # N*B + W/(1 - 1/N)^2 is least at 16 of 8, 16, 32
+    assert list(check["measured_tied"]) == ["8 16", "32"] and list(check["holds"]) == ["yes", "no"]
+    assert check["model_best_N"].iloc[0] == "16 [8, 16]; 90% of resamplings resolve it"
+    plateau = br.isocompute_check(best, summaries, "plateau-step1200", 8192, [8, 16, 32])
+    assert set(plateau["holds"]) == {"no prediction"}
+    assert set(plateau["model_best_N"]) == {"none: mean gradient not resolved"}
+    missing = br.isocompute_check(best, summaries, "early-step50", 8192, [8, 16, 32])
+    assert set(missing["model_best_N"]) == {"no gradient statistics at this checkpoint"}
+    both = br.check_table(pd.DataFrame(), summaries, best, "mid-step600", 8192, [8, 16, 32])
+    assert len(both) == 2 and set(both["grid"]) == {"IsoCompute, 1,000 samples", "IsoCompute, 2,000 samples"}

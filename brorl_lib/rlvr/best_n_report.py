@@ -1,8 +1,9 @@
-"""The best-N model (``gradient_stats``) against the measured update-quality grid: tables and one figure.
+"""The best-N model (``gradient_stats``) against the measured grids: tables and one figure.
 
-Reads the per-checkpoint summaries of ``study.gradient_stats_stage`` and the grid's summary
+Reads the per-checkpoint summaries of ``study.gradient_stats_stage`` and the update-quality grid's summary
 (``update_quality.summarise``); compares the model's cosine with the measured one where the grid's reference
-gradient is on prompts disjoint from the updates' (the model's assumption), over all measured prompts.
+gradient is on prompts disjoint from the updates' (the model's assumption), over all measured prompts; and the
+model's best N with the IsoCompute grid's (trained from the plateau, ``study_report.best_n``).
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def verdict(table: pd.DataFrame, summaries: dict[str, dict]) -> pd.DataFrame:
     for (name, s), g in table.groupby(["checkpoint", "S"], sort=False):
         b = summaries[name]["best_n"][str(s)]
         model_on_grid = int(g.loc[g["predicted_cosine"].idxmax(), "N"]) if g["predicted_cosine"].notna().any() else ""
-        row = {"checkpoint": name, "S": s, "model_best_N": _best_text(b),
+        row = {"grid": "update quality", "checkpoint": name, "S": s, "model_best_N": _best_text(b),
                "model_best_on_grid": model_on_grid, "measured_best_N": "", "measured_tied": "",
                "holds": ""}  # fmt: skip
         seen = g.dropna(subset=["measured_cosine"])
@@ -86,3 +87,53 @@ def verdict(table: pd.DataFrame, summaries: dict[str, dict]) -> pd.DataFrame:
                     "predicted_cosine": round(float(top["predicted_cosine"]), 3)}  # fmt: skip
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def isocompute_check(
+    best: pd.DataFrame, summaries: dict[str, dict], checkpoint: str, samples: int, grid_n: list[int]
+) -> pd.DataFrame:
+    """Per budget of the IsoCompute grid (``study_report.best_n`` rows; its N ``grid_n``, trained from
+    ``checkpoint`` at ``samples`` generated samples a step): the model's best N at that checkpoint and S, its pick
+    among the grid's N, the measured best N with those tied with it, and whether the pick is among them
+    (``verdict``'s columns; ``grid`` names the grid and budget)."""
+    r = summaries.get(checkpoint)
+    model_best, on_grid = "no gradient statistics at this checkpoint", ""
+    if r is not None:
+        m = moments_of(r)
+        model_best = _best_text(r["best_n"][str(samples)]) if str(samples) in r["best_n"] else ""
+        if m.g2 > 0:
+            ns = np.array(sorted(grid_n))
+            on_grid = int(ns[np.argmax(gs.predicted_cosine(m, ns, samples, r["prompts"]))])
+        elif not model_best:
+            model_best = "none: mean gradient not resolved"
+    rows = []
+    for b in best.itertuples():
+        tied = sorted({int(b.n_rollouts), *(int(n) for n in str(b.tied).split() if n != "-")})
+        rows.append({"grid": f"IsoCompute, {int(b.budget):,} samples", "checkpoint": checkpoint, "S": samples,
+                     "model_best_N": model_best, "model_best_on_grid": on_grid,
+                     "measured_best_N": int(b.n_rollouts), "measured_tied": " ".join(map(str, tied)),
+                     "holds": "yes" if on_grid in tied else ("no" if on_grid != "" else "no prediction")})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def figure_data(comparison_rows: pd.DataFrame, iso: pd.DataFrame) -> pd.DataFrame:
+    """What ``study_plots.best_n_model`` draws, in one table: the ``comparison`` rows (grid "update quality") and
+    the IsoCompute rows at each N's best learning rate and the last budget (grid "IsoCompute")."""
+    out = comparison_rows.assign(grid="update quality")
+    if len(iso):
+        last = iso[iso["best_lr"] & (iso["budget"] == iso["budget"].max())]
+        out = pd.concat([out, last.rename(columns={"n_rollouts": "N"}).assign(grid="IsoCompute")], ignore_index=True)
+    return out
+
+
+def check_table(
+    comparison_rows: pd.DataFrame,
+    summaries: dict[str, dict],
+    iso_best: pd.DataFrame,
+    checkpoint: str,
+    samples: int,
+    grid_n: list[int],
+) -> pd.DataFrame:
+    """``verdict`` on the update-quality grid and ``isocompute_check`` on the IsoCompute grid, one table."""
+    quality = verdict(comparison_rows, summaries) if len(comparison_rows) else pd.DataFrame()
+    return pd.concat([quality, isocompute_check(iso_best, summaries, checkpoint, samples, grid_n)], ignore_index=True)

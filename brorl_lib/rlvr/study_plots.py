@@ -102,17 +102,22 @@ def update_quality(summary: pd.DataFrame, measure: str) -> plt.Figure:
 
 
 @rounded_inputs
-def best_n_model(table: pd.DataFrame, summaries: dict[str, dict]) -> plt.Figure:
+def best_n_model(table: pd.DataFrame, summaries: dict[str, dict], iso: pd.DataFrame | None = None,
+                 iso_checkpoint: str = "", iso_samples: int = 0) -> plt.Figure:  # fmt: skip
     """Per checkpoint: the best-N model's cosine against N for each S (lines over the model's N grid) and the
     measured grid's cosine over all measured prompts (markers, one standard error, each S's nudged sideways so
-    that they do not hide each other; ``best_n_report.comparison``)."""
+    that they do not hide each other; ``best_n_report.comparison``). With ``iso`` (``study_report.isocompute``
+    rows), a last panel: the IsoCompute grid's held-out pass@1 at its last budget against N at each N's best
+    learning rate (one standard error; hollow where that rate is at its grid's edge or not settled), trained from
+    ``iso_checkpoint`` at ``iso_samples`` samples a step, with the model's pick among its N there, if it makes one."""
     from brorl_lib.rlvr import best_n_report, gradient_stats
 
     names = list(summaries)
     sizes = sorted(table["S"].unique())
     colours = {s: mpl.colors.to_hex(mpl.colormaps["cividis"](0.1 + 0.8 * i / max(1, len(sizes) - 1)))
                for i, s in enumerate(sizes)}  # fmt: skip
-    fig, axes = new_figure("full", aspect=0.32, ncols=len(names), squeeze=False)
+    with_iso = iso is not None and len(iso) > 0
+    fig, axes = new_figure("full", aspect=0.32, ncols=len(names) + with_iso, squeeze=False)
     for ax, name in zip(axes[0], names):
         m = best_n_report.moments_of(summaries[name])
         unresolved = m.g2 <= 0  # the model makes no prediction there; the title says so
@@ -126,15 +131,45 @@ def best_n_model(table: pd.DataFrame, summaries: dict[str, dict]) -> plt.Figure:
                 ax.errorbar(g["N"] * dodge, g["measured_cosine"], yerr=g["measured_se"], color=colours[s], ls="none",
                             marker="o", ms=2.5, capsize=1.5)  # fmt: skip
         ax.set_xscale("log", base=2)
-        ax.set_title(_checkpoint_words(name) + (": no model (|G|² not resolved)" if unresolved else ""), loc="left")
+        ax.set_title(_checkpoint_words(name) + ("\nno model: |G|² not resolved" if unresolved else ""), loc="left")
         ax.set_xlabel("N (rollouts per prompt)")
     axes[0][0].set_ylabel("cos(update, ∇ mean q)")
+    if with_iso:
+        _isocompute_panel(axes[0][-1], iso, summaries.get(iso_checkpoint), iso_checkpoint, iso_samples)
     handles = [Line2D([], [], color=colours[s], lw=1.0) for s in sizes]
     handles += [Line2D([], [], color=palette.INK, lw=1.0)]
     handles += [Line2D([], [], color=palette.INK, ls="none", marker="o", ms=2.5)]
     labels = [f"S = {s:,}" for s in sizes] + ["model", "measured (±1 SE)"]
     fig.legend(handles, labels, fontsize=pt(6), loc="outside upper center", ncols=len(labels))
     return fig
+
+
+def _isocompute_panel(ax, iso: pd.DataFrame, summary: dict | None, checkpoint: str, samples: int) -> None:
+    """``best_n_model``'s last panel: IsoCompute pass@1 at the last budget against N, the model's pick marked."""
+    from brorl_lib.rlvr import best_n_report, gradient_stats
+
+    last = iso[iso["best_lr"] & (iso["budget"] == iso["budget"].max())].sort_values("n_rollouts")
+    for r in last.itertuples():
+        colour = palette.n_colour(int(r.n_rollouts))
+        open_marker = r.lr_at_edge or not r.settled
+        ax.errorbar([r.n_rollouts], [r.pass1_mean], yerr=[r.pass1_se], color=colour, marker="o", ms=3, capsize=1.5,
+                    mfc="white" if open_marker else colour)  # fmt: skip
+    if (last["lr_at_edge"] | ~last["settled"].astype(bool)).any():
+        ax.plot([], [], color=palette.INK, ls="none", marker="o", ms=3, mfc="white", label="rate at its grid's edge")
+    m = best_n_report.moments_of(summary) if summary else None
+    title = f"IsoCompute, {int(iso['budget'].max()):,} samples\nfrom the {_checkpoint_words(checkpoint)}"
+    if m is not None and m.g2 > 0:
+        ns = np.array(sorted(iso["n_rollouts"].unique()))
+        pick = ns[np.argmax(gradient_stats.predicted_cosine(m, ns, samples, m.prompts))]
+        ax.axvline(pick, color=palette.INK, ls=":", lw=0.8, label=f"model's pick: N = {pick}")
+    else:
+        title = title.split(" (step")[0] + "; no model"
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=pt(5.5), loc="best")
+    ax.set_xscale("log", base=2)
+    ax.set_title(title, loc="left")
+    ax.set_xlabel(f"N (S = {samples:,} a step, best rate)")
+    ax.set_ylabel("Held-out pass@1 (exact)")
 
 
 CONTROL_COLOURS = {

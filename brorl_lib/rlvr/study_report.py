@@ -157,13 +157,14 @@ def compare(table: pd.DataFrame, arm: str, base: str | None, budget: int, root: 
 def comparisons(p: p2.Phase2Settings, tuned: dict[int, float | None]) -> list[tuple[str, str, str | None]]:
     """(rates, arm, base) of the verdict: both arms at the rule's rate, ProRL's gain since the plateau (base None),
     and, once both rates are tuned, the tuned arms, BroRL at the paper's prompts per step and the controls, each
-    against the tuned ProRL."""
+    against the tuned ProRL, and BroRL at the paper's prompts per step against BroRL at P/4 (prompts per step at
+    fixed N)."""
     out = [("rule", "N512", "N16"), ("rule", "N16", None)]
     f16, f512 = tuned.get(study.BASE_N), tuned.get(p2.BROAD_N)
     if f16 is not None and f512 is not None:
         prorl = p2.verdict_arm(p, study.BASE_N, f16).name
-        out += [("tuned", p2.verdict_arm(p, p2.BROAD_N, f512).name, prorl), ("tuned", prorl, None),
-                ("tuned", p2.prompts_arm(p, f512).name, prorl)]  # fmt: skip
+        brorl, broad = p2.verdict_arm(p, p2.BROAD_N, f512).name, p2.prompts_arm(p, f512).name
+        out += [("tuned", brorl, prorl), ("tuned", prorl, None), ("tuned", broad, prorl), ("tuned", broad, brorl)]
         out += [("tuned", a.name, prorl) for a in p2.control_arms(p, f16, f512)]
     return out
 
