@@ -11,7 +11,7 @@ TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n :
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export PYTHONHASHSEED := 0
 
-.PHONY: reproduce test lint unit nbval lab notebooks status lock clean install
+.PHONY: reproduce test check lint unit nbval lab notebooks status lock clean install
 
 install: $(STAMP)
 
@@ -41,6 +41,18 @@ test: $(STAMP) sandbox-deps
 	$(MAKE) --no-print-directory -j2 --output-sync=target verl-test vllm-test
 	$(MAKE) --no-print-directory -j2 --output-sync=target nbval browser
 
+## The quick tier, for every change: lint, the unit tests not marked slow, and nbval on the notebooks whose inputs
+## (the notebook, the brorl_lib modules it imports, the profiles, its data) differ from BASE: by default HEAD, so the
+## uncommitted and untracked changes; `make check BASE=HEAD~3` for the last three commits too. `make test` runs all.
+BASE ?= HEAD
+UNIT_IGNORE := --ignore=tests/browser --ignore=tests/test_vllm.py --ignore=tests/verl_cpu
+check: $(STAMP) sandbox-deps
+	$(MAKE) --no-print-directory lint
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not slow" tests $(UNIT_IGNORE)
+	nbs=$$($(BIN)/python -m brorl_lib.pipeline.touched --base "$(BASE)") || exit $$?; \
+	if [ -n "$$nbs" ]; then $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --nbval-lax --nbval-current-env $$nbs; \
+	else echo "no notebook's inputs differ from $(BASE): nbval skipped"; fi
+
 ## `make test` (or BUSY_TARGETS) with the CPUs kept busy, as on a researcher's working laptop: BUSY processes (default
 ## one per CPU; our choice) spin beside it for its whole run and are stopped when it ends, pass or fail.
 BUSY ?= $(shell nproc 2>/dev/null || echo 1)
@@ -58,7 +70,7 @@ lint: $(STAMP)
 
 ## The unit tests on TEST_WORKERS workers (pytest-xdist).
 unit: $(STAMP) sandbox-deps
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) tests --ignore=tests/browser --ignore=tests/test_vllm.py --ignore=tests/verl_cpu
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) tests $(UNIT_IGNORE)
 
 ## verl's own trainer (main_ppo) on this CPU with the committed recipe's cpu profile: both arms, a resume
 ## after a kill, a TransferQueue cap below the step's peak, dynamic sampling's round cap (5 launches of 2 to

@@ -419,6 +419,7 @@ def tiny_root(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_the_screen_measures_each_candidate_exactly_and_chooses_one(tiny_root):
     table = pd.read_csv(tiny_root / study.SCREEN)
     assert len(table) == 2 and table["chosen"].sum() == 1
@@ -429,6 +430,7 @@ def test_the_screen_measures_each_candidate_exactly_and_chooses_one(tiny_root):
         assert (tiny_root / "configs" / key / study.PHASE1 / "checkpoint").exists() == chosen
 
 
+@pytest.mark.slow
 def test_the_plateau_record_holds_the_gates_and_every_training_prompts_q(tiny_root):
     s = tiny_study()
     plateau = sr.plateau_table(tiny_root, s).iloc[0]
@@ -438,12 +440,14 @@ def test_the_plateau_record_holds_the_gates_and_every_training_prompts_q(tiny_ro
     assert q.shape == (len(study.split(s, study.chosen(s, tiny_root))[0]),) and ((q >= 0) & (q <= 1)).all()
 
 
+@pytest.mark.slow
 def test_update_quality_covers_three_checkpoints_every_cell_and_rep(tiny_root):
     raw = pd.concat(pd.read_csv(f) for f in uq.grid_files(tiny_root / "update_quality"))
     assert raw["checkpoint"].nunique() == 3
     assert len(raw.groupby(["checkpoint", "n_rollouts", "samples_per_update", "rep"])) == 3 * 2 * 2
 
 
+@pytest.mark.slow
 def test_every_planned_phase2_run_finished_with_its_accounting_and_fate(tiny_root):
     s, p = tiny_study(), tiny_phase2()
     planned = p2.plan(s, p, tiny_root)
@@ -518,6 +522,7 @@ def test_a_run_held_by_a_live_process_is_skipped_and_a_dead_ones_lock_is_taken_o
     assert p2._claim_lock(folder) and (folder / p2.LOCK).read_text() == str(os.getpid())
 
 
+@pytest.mark.slow
 def test_bands_pair_each_arm_with_prorl_per_plateau_band(tiny_root):
     s, p = tiny_study(), tiny_phase2()
     table = sr.at_budgets(p2.collect(s, p, tiny_root), p.budgets)
@@ -553,6 +558,7 @@ def test_the_best_update_and_the_best_n_are_read_off_their_tables():
     assert sr.best_n(iso)["n_rollouts"].tolist() == [32, 8]  # a multiple off the best lr never wins
 
 
+@pytest.mark.slow
 def test_the_notebook_reads_the_quick_study_back_and_writes_every_artifact(tiny_root, tmp_path, monkeypatch):
     """Notebook 04 with its defaults (the quick profile) pointed at the finished tiny study: every cell runs,
     every artifact is written, nothing is trained again."""
@@ -585,6 +591,7 @@ def test_the_notebook_reads_the_quick_study_back_and_writes_every_artifact(tiny_
     assert (gradients["within"] >= 0).all() and (gradients["mean_pairwise_cosine"].abs() <= 1).all()
 
 
+@pytest.mark.slow
 def test_the_explore_views_slice_the_finished_study_and_refuse_an_empty_choice(tiny_root):
     from brorl_lib.rlvr import study_explorer
 
@@ -601,12 +608,14 @@ def test_the_explore_views_slice_the_finished_study_and_refuse_an_empty_choice(t
         study_explorer.quality_summary(CountdownStudyConfig(runs_dir=str(tiny_root / "nothing")))
 
 
+@pytest.mark.slow
 def test_a_finished_study_reruns_nothing(tiny_root, monkeypatch):
     calls = []
     monkeypatch.setattr(p2, "run_one", lambda *a, **k: calls.append(a))
     assert p2.run(tiny_study(), tiny_phase2(), tiny_root, progress=False) == 0 and not calls
 
 
+@pytest.mark.slow
 def test_the_mass_outside_the_canonical_answers_is_estimated_at_the_plateau(tiny_root):
     record = study.outside_check(tiny_study(), tiny_root, samples=8)
     assert 0.0 <= record["held_out"] <= 1.0 and 0.0 <= record["train"] <= 1.0

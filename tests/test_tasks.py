@@ -268,6 +268,7 @@ def test_verifier_scores_and_the_pass_rule():
 # --- generation -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_committed_laptop_runs_get_the_same_held_out_instances():
     """The held-out instances of every committed laptop-scale configuration (the countdown study's, and the earlier
     design's whose training split ``study.previous_plateau`` draws again) are generated again, in the same order."""

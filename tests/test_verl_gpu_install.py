@@ -41,6 +41,7 @@ def test_docs_show_the_commands_the_resolution_uses(doc):
     assert "flash-attn==2.8.3" not in text.replace(gi.SOURCE_BUILD, ""), f"{doc} installs flash-attn from PyPI"
 
 
+@pytest.mark.slow
 def test_gpu_extra_resolves_with_no_source_build_that_needs_torch(report):
     builds = gi.source_builds(report)
     needs = gi.torch_at_build(builds)

@@ -45,6 +45,7 @@ def local_ray():
         ray.shutdown()
 
 
+@pytest.mark.slow
 def test_one_task_per_node_of_local_ray_and_the_node_missing_a_path_is_named(folders, local_ray, tmp_path, monkeypatch):
     import ray
 
