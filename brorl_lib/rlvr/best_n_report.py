@@ -89,6 +89,21 @@ def verdict(table: pd.DataFrame, summaries: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def model_pick(summary: dict | None, grid_n, samples: int) -> int | None:
+    """The model's best N among ``grid_n`` at ``samples`` generated samples an update (None without statistics, or
+    where |G|^2 is not resolved)."""
+    m = moments_of(summary) if summary else None
+    if m is None or m.g2 <= 0:
+        return None
+    ns = np.array(sorted(grid_n))
+    return int(ns[np.argmax(gs.predicted_cosine(m, ns, samples, m.prompts))])
+
+
+def iso_last_budget(iso: pd.DataFrame) -> pd.DataFrame:
+    """The IsoCompute rows (``study_report.isocompute``) at each N's best learning rate and the last budget."""
+    return iso[iso["best_lr"] & (iso["budget"] == iso["budget"].max())]
+
+
 def isocompute_check(
     best: pd.DataFrame, summaries: dict[str, dict], checkpoint: str, samples: int, grid_n: list[int]
 ) -> pd.DataFrame:
@@ -97,14 +112,12 @@ def isocompute_check(
     among the grid's N, the measured best N with those tied with it, and whether the pick is among them
     (``verdict``'s columns; ``grid`` names the grid and budget)."""
     r = summaries.get(checkpoint)
-    model_best, on_grid = "no gradient statistics at this checkpoint", ""
+    pick = model_pick(r, grid_n, samples)
+    on_grid = "" if pick is None else pick
+    model_best = "no gradient statistics at this checkpoint"
     if r is not None:
-        m = moments_of(r)
         model_best = _best_text(r["best_n"][str(samples)]) if str(samples) in r["best_n"] else ""
-        if m.g2 > 0:
-            ns = np.array(sorted(grid_n))
-            on_grid = int(ns[np.argmax(gs.predicted_cosine(m, ns, samples, r["prompts"]))])
-        elif not model_best:
+        if pick is None and not model_best:
             model_best = "none: mean gradient not resolved"
     rows = []
     for b in best.itertuples():
@@ -121,7 +134,7 @@ def figure_data(comparison_rows: pd.DataFrame, iso: pd.DataFrame) -> pd.DataFram
     the IsoCompute rows at each N's best learning rate and the last budget (grid "IsoCompute")."""
     out = comparison_rows.assign(grid="update quality")
     if len(iso):
-        last = iso[iso["best_lr"] & (iso["budget"] == iso["budget"].max())]
+        last = iso_last_budget(iso)
         out = pd.concat([out, last.rename(columns={"n_rollouts": "N"}).assign(grid="IsoCompute")], ignore_index=True)
     return out
 

@@ -146,9 +146,9 @@ def best_n_model(table: pd.DataFrame, summaries: dict[str, dict], iso: pd.DataFr
 
 def _isocompute_panel(ax, iso: pd.DataFrame, summary: dict | None, checkpoint: str, samples: int) -> None:
     """``best_n_model``'s last panel: IsoCompute pass@1 at the last budget against N, the model's pick marked."""
-    from brorl_lib.rlvr import best_n_report, gradient_stats
+    from brorl_lib.rlvr import best_n_report
 
-    last = iso[iso["best_lr"] & (iso["budget"] == iso["budget"].max())].sort_values("n_rollouts")
+    last = best_n_report.iso_last_budget(iso).sort_values("n_rollouts")
     for r in last.itertuples():
         colour = palette.n_colour(int(r.n_rollouts))
         open_marker = r.lr_at_edge or not r.settled
@@ -156,11 +156,9 @@ def _isocompute_panel(ax, iso: pd.DataFrame, summary: dict | None, checkpoint: s
                     mfc="white" if open_marker else colour)  # fmt: skip
     if (last["lr_at_edge"] | ~last["settled"].astype(bool)).any():
         ax.plot([], [], color=palette.INK, ls="none", marker="o", ms=3, mfc="white", label="rate at its grid's edge")
-    m = best_n_report.moments_of(summary) if summary else None
+    pick = best_n_report.model_pick(summary, iso["n_rollouts"].unique(), samples)
     title = f"IsoCompute, {int(iso['budget'].max()):,} samples\nfrom the {_checkpoint_words(checkpoint)}"
-    if m is not None and m.g2 > 0:
-        ns = np.array(sorted(iso["n_rollouts"].unique()))
-        pick = ns[np.argmax(gradient_stats.predicted_cosine(m, ns, samples, m.prompts))]
+    if pick is not None:
         ax.axvline(pick, color=palette.INK, ls=":", lw=0.8, label=f"model's pick: N = {pick}")
     else:
         title = title.split(" (step")[0] + "; no model"

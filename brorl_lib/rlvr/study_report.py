@@ -392,9 +392,8 @@ def drift(frame: pd.DataFrame, arms: list[str], fraction: float = DRIFT_FRACTION
 
 def drift_curves(frame: pd.DataFrame, arms: list[str], budget: int, bins: int = 16) -> pd.DataFrame:
     """Per arm of ``arms`` and bin of generated samples (``bins`` equal bins up to ``budget``, the last step's
-    overshoot counted in the last bin): the entropy
-    and the KL to the plateau policy, mean over each run's steps in the bin, then over seeds (columns arm,
-    label, N, samples (the bin's end), entropy, kl_ref, seeds)."""
+    overshoot counted in the last bin): the entropy and the KL to the plateau policy, mean over each run's steps in
+    the bin, then over seeds (columns arm, label, N, samples (the bin's end), entropy, kl_ref, seeds)."""
     g = frame[frame["arm"].isin(arms) & (frame["step"] > 0)].copy()
     if g.empty:
         return pd.DataFrame(columns=["arm", "label", "N", "samples", "entropy", "kl_ref", "seeds"])
