@@ -15,10 +15,10 @@ import time
 import torch
 
 from brorl_lib.facts import reported as paper
+from brorl_lib.models.char_tokenizer import build_tokenizer
 from brorl_lib.models.tiny import TinyModelShape, build_model
 from brorl_lib.rlvr import tasks
 from brorl_lib.rlvr.sampling import generate
-from brorl_lib.rlvr.tokenizer import build_tokenizer
 
 PAPER_RATIO = paper.table2_throughput_ratio()  # Table 2: BroRL / ProRL samples/s
 

@@ -271,8 +271,8 @@ def measure_own_sampler(args: argparse.Namespace) -> list[dict]:
 
 def laptop_model(folder: Path) -> Path:
     """Notebook 04's model (TinyModelShape, freshly initialised with seed 0) and tokenizer, saved in ``folder``."""
+    from brorl_lib.models.char_tokenizer import build_tokenizer
     from brorl_lib.models.tiny import TinyModelShape, build_model, save
-    from brorl_lib.rlvr.tokenizer import build_tokenizer
 
     tokenizer = build_tokenizer()
     save(build_model(TinyModelShape(), tokenizer, seed=0), tokenizer, folder)

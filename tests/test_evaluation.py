@@ -29,9 +29,9 @@ from brorl_lib.evaluation.run import EvalConfig, evaluate, instance_seed, same_r
 from brorl_lib.evaluation.sandbox import Limits, run_tests
 from brorl_lib.facts import reported as paper
 from brorl_lib.facts.protocol import SamplingParams
+from brorl_lib.models.char_tokenizer import build_tokenizer
 from brorl_lib.models.tiny import TinyModelShape, build_model, save
 from brorl_lib.rlvr import tasks as rlvr_tasks
-from brorl_lib.rlvr.tokenizer import build_tokenizer
 from brorl_lib.tasks.verifiers import verifier
 
 SAMPLES, MAX_TOKENS = 4, 12

@@ -64,6 +64,34 @@ def test_a_legend_on_data_is_found_and_moved_off_it():
     plt.close(fig)
 
 
+def test_a_legend_that_fits_nowhere_inside_goes_under_the_axis_which_keeps_its_limits():
+    fig, ax = new_figure("column")
+    x = np.linspace(0, 1, 200)
+    for k in range(6):  # lines over the whole panel: no corner or edge is free
+        ax.plot(x, (x * (k + 1) + 0.37 * k) % 1, label=f"a long series name {k}")
+    ax.set_ylim(0, 1)
+    ax.legend(loc="center")
+    fit_texts(fig)
+    assert ax.get_ylim() == (0, 1)  # never stretched to make room
+    renderer = layout.drawn(fig)
+    assert ax.get_legend().get_window_extent(renderer).y1 < ax.get_window_extent(renderer).y0
+    assert layout.problems(fig) == []
+    plt.close(fig)
+
+
+def test_a_lines_part_beyond_the_axis_limits_is_not_data_a_legend_covers():
+    fig, ax = new_figure("column")
+    ax.plot([0, 1, 1.5], [0, 1, -5], label="falls off the panel")
+    ax.set_ylim(0, 1)
+    ax.set_xlim(0, 2)
+    ax.legend(loc="upper right", bbox_to_anchor=(1.0, -0.3))  # under the axis, where the clipped fall would run
+    renderer = layout.drawn(fig)
+    inside = ax.get_window_extent(renderer)
+    assert all(inside.y0 - 1 <= y <= inside.y1 + 1 for _, y in layout._data(ax)[0])
+    assert not any("legend covers data" in p for p in layout.problems(fig))
+    plt.close(fig)
+
+
 def test_an_annotation_on_data_is_found_and_a_point_label_moves_beside_its_point():
     fig, ax = new_figure("column")
     ax.plot([0, 1, 2, 3], [0, 1, 2, 3], "o-")

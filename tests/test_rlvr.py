@@ -19,6 +19,7 @@ from brorl_lib.core import stats
 from brorl_lib.facts import setup as paper_setup
 from brorl_lib.facts.protocol import SamplingParams
 from brorl_lib.models import tiny
+from brorl_lib.models.char_tokenizer import build_tokenizer
 from brorl_lib.rlvr import algorithm as alg
 from brorl_lib.rlvr import candidates, plateau, sampling, tasks, warm_start
 from brorl_lib.rlvr import run as run_module
@@ -27,7 +28,6 @@ from brorl_lib.rlvr.plateau import PlateauRule
 from brorl_lib.rlvr.run import TRAINER_STATE, ArmSettings, correct_counts, run_arm, standard_error
 from brorl_lib.rlvr.sampling import encode_prompts, generate, nucleus
 from brorl_lib.rlvr.step import StepSettings, rl_step
-from brorl_lib.rlvr.tokenizer import build_tokenizer
 
 TIMING = ["elapsed_s", "generation_s"]  # wall-clock columns: the only ones a re-run may change
 

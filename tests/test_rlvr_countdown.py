@@ -15,6 +15,7 @@ import torch
 from brorl_lib.core import stats
 from brorl_lib.facts.protocol import SamplingParams
 from brorl_lib.models import tiny
+from brorl_lib.models.char_tokenizer import build_tokenizer
 from brorl_lib.rlvr import algorithm as alg
 from brorl_lib.rlvr import candidates, exact_q, study, tasks, warm_start
 from brorl_lib.rlvr import plateau as plateau_module
@@ -26,7 +27,6 @@ from brorl_lib.rlvr.run import KEPT_COUNTS, TRAINER_STATE, ArmSettings, run_arm
 from brorl_lib.rlvr.sampling import concat, generate, nucleus
 from brorl_lib.rlvr.step import StepSettings, backward, generation_round, rl_step, rows_of
 from brorl_lib.rlvr.study_config import CountdownStudyConfig
-from brorl_lib.rlvr.tokenizer import build_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -320,14 +320,15 @@ def test_tuning_extends_the_grid_until_the_best_is_inside_and_seeds_its_neighbou
 # --- the study's report ---
 
 
-def test_the_isocompute_tuning_plans_the_verdicts_two_n_first(monkeypatch):
-    p = replace(tiny_phase2(), iso_rollouts=(8, 16, 32, 512), iso_samples=1024)
+def test_the_plan_runs_the_verdicts_two_n_isocompute_then_the_controls_then_the_other_n(monkeypatch):
+    p = replace(tiny_phase2(), iso_rollouts=(8, 16, 32, 512), iso_samples=1024, control_seeds=1)
     settled = p2.Tuning(grid=(0.5, 1.0, 2.0), needs=(), best=1.0, scores={})
     monkeypatch.setattr(study, "chosen", lambda s, root: None)
     monkeypatch.setattr(p2, "verdict_tuning", lambda root, c, p, n: settled)
     monkeypatch.setattr(p2, "iso_tuning", lambda root, c, p, n: replace(settled, needs=((1.0, 0),), best=None))
-    iso = [a.n_rollouts for a, _ in p2.plan(tiny_study(), p, Path("unused")) if a.role == "isocompute"]
-    assert iso == [16, 512, 8, 32]
+    late = [a for a, _ in p2.plan(tiny_study(), p, Path("unused")) if a.role not in ("verdict", "paper")]
+    order = [a.n_rollouts if a.role == "isocompute" else "control" for a in late]
+    assert order == [16, 512] + ["control"] * len(p2.control_arms(p)) + [8, 32]
 
 
 def test_the_sign_flip_test_enumerates_every_sign_pattern():

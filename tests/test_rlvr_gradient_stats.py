@@ -61,9 +61,9 @@ def test_bootstrap_is_repeatable():
 
 
 def test_per_prompt_statistics_on_a_tiny_countdown_model():
+    from brorl_lib.models.char_tokenizer import build_tokenizer
     from brorl_lib.models.tiny import TinyModelShape, build_model
     from brorl_lib.rlvr import tasks
-    from brorl_lib.rlvr.tokenizer import build_tokenizer
 
     tok = build_tokenizer()
     model = build_model(TinyModelShape(hidden=16, layers=1, heads=2, kv_heads=1, intermediate=32), tok, 0)

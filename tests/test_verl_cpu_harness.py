@@ -12,7 +12,7 @@ from transformers import AutoTokenizer
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.utils.tokenizer import continuous_token_wiring
 
-from brorl_lib.models import tiny
+from brorl_lib.models import deepseek_tokenizer, tiny
 from brorl_lib.verl_recipe import configs, guard, record, smoke_metrics, tokenizer_fallback
 from brorl_lib.verl_recipe.cpu import plugin, profile, rollout, tiny_model
 from brorl_lib.verl_recipe.cpu.platform import CPUDeviceModule, CPUPlatform
@@ -165,17 +165,20 @@ def test_inflight_and_refill_keys_reach_the_guard_as_verl_gives_them_its_own_buf
 
 
 def test_tokenizer_is_deepseek_r1_distill_style():
-    tok = tiny_model.build_tokenizer()
+    tok = deepseek_tokenizer.build_tokenizer()
     assert not tokenizer_fallback.has_token(tok, "<|im_end|>") and not tokenizer_fallback.has_token(tok, "<|im_start|>")
-    assert tok.eos_token == tiny_model.EOS == tokenizer_fallback.DEEPSEEK_EOS and tok.bos_token == tiny_model.BOS
+    assert (
+        tok.eos_token == deepseek_tokenizer.EOS == tokenizer_fallback.DEEPSEEK_EOS
+        and tok.bos_token == deepseek_tokenizer.BOS
+    )
     text = tiny_model.prompt_text(tok, [{"role": "system", "content": "S"}, {"role": "user", "content": "Who? é"}])
-    assert text == f"{tiny_model.BOS}S{tiny_model.USER}Who? é{tiny_model.ASSISTANT}<think>\n"
+    assert text == f"{deepseek_tokenizer.BOS}S{deepseek_tokenizer.USER}Who? é{deepseek_tokenizer.ASSISTANT}<think>\n"
     assert tok.decode(tok(text, add_special_tokens=False)["input_ids"]) == text
 
 
 def test_verl_cannot_build_the_tiny_models_tokenizer_without_the_fallback(tmp_path):
-    built = tiny_model.build_tokenizer()
-    tiny_model.save_tokenizer(built, tmp_path)
+    built = deepseek_tokenizer.build_tokenizer()
+    deepseek_tokenizer.save_tokenizer(built, tmp_path)
     tiny_model.CPU_RUN_SHAPE.config(built).save_pretrained(tmp_path)  # config.json: model_type qwen2
     tok = AutoTokenizer.from_pretrained(tmp_path)  # as verl loads it from the model folder
     assert tok.unk_token is None and not tokenizer_fallback.has_token(tok, "<|im_end|>")
@@ -187,10 +190,10 @@ def test_verl_cannot_build_the_tiny_models_tokenizer_without_the_fallback(tmp_pa
 
 
 def test_fallback_leaves_chatml_tokenizers_and_other_models_alone():
-    tok = tiny_model.build_tokenizer()
+    tok = deepseek_tokenizer.build_tokenizer()
     tok.add_special_tokens({"additional_special_tokens": ["<|im_end|>"]})
     assert tokenizer_fallback.fallback_family(tok, "qwen2") is None  # ChatML present: verl's Qwen builder
-    assert tokenizer_fallback.fallback_family(tiny_model.build_tokenizer(), "llama") is None
+    assert tokenizer_fallback.fallback_family(deepseek_tokenizer.build_tokenizer(), "llama") is None
 
 
 def test_fallback_targets_match_the_pinned_verl(monkeypatch):
@@ -202,11 +205,11 @@ def test_fallback_targets_match_the_pinned_verl(monkeypatch):
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    tok = tiny_model.build_tokenizer()
+    tok = deepseek_tokenizer.build_tokenizer()
     model = tiny.build_model(dataclasses.replace(tiny_model.CPU_RUN_SHAPE, max_positions=64), tok, seed=0)
     path = tmp_path_factory.mktemp("tiny")
     model.save_pretrained(path)
-    tiny_model.save_tokenizer(tok, path)
+    deepseek_tokenizer.save_tokenizer(tok, path)
     cfg = types.SimpleNamespace(prompt_length=16, response_length=6, get=lambda k, d=None: d)
     return rollout.HFServer(cfg, types.SimpleNamespace(local_path=str(path), path=str(path)))
 

@@ -8,9 +8,8 @@ import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from brorl_lib.models import qwen2
+from brorl_lib.models import deepseek_tokenizer, qwen2
 from brorl_lib.verl_recipe import configs, data, preflight, tokenizer_fallback
-from brorl_lib.verl_recipe.cpu import tiny_model
 
 STORAGE = preflight.STORAGE_KEY
 ALL_BUT = lambda *keep: ",".join(c for c in preflight.CHECKS if c not in keep)  # noqa: E731
@@ -33,7 +32,7 @@ def plan(name="brorl", modules=tokenizer_fallback.MODULE, **overrides) -> prefli
 
 def save_model_folder(path, chat_template=True, model_type="qwen2"):
     """A tokenizer with DeepSeek-R1-distill's special tokens (no ChatML) and a tiny Qwen2 config.json."""
-    tok = tiny_model.build_tokenizer()
+    tok = deepseek_tokenizer.build_tokenizer()
     if not chat_template:
         tok.chat_template = None
     tok.save_pretrained(path)

@@ -22,9 +22,9 @@ from brorl_lib.evaluation import backends, metrics, vllm_compat
 from brorl_lib.evaluation import results as res
 from brorl_lib.evaluation.cli import main as cli_main
 from brorl_lib.evaluation.datasets import MATH_PROMPT
+from brorl_lib.models.char_tokenizer import build_tokenizer
 from brorl_lib.models.tiny import IGNORE, TinyModelShape, build_model, save, train_sft
 from brorl_lib.rlvr.sampling import positions
-from brorl_lib.rlvr.tokenizer import build_tokenizer
 
 VLLM_PYTHON = REPO_ROOT / vllm_compat.CPU_ENV / "bin" / "python"
 BENCHMARK = "math500"  # any math benchmark: its instances come from the local file below

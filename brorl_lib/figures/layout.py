@@ -158,8 +158,9 @@ def _densified(xy: np.ndarray) -> np.ndarray:
 
 
 def _data(ax) -> tuple[np.ndarray, list]:
-    """Display points of the data ``ax`` draws (lines in data coordinates, markers, error bars) and the boxes
-    of its bars; guides drawn in axes coordinates (axhline, axvline, axvspan) are left out."""
+    """Display points of the data ``ax`` draws inside its plotting area (lines in data coordinates, markers, error
+    bars; a line's part beyond the axis limits is clipped, not drawn) and the boxes of its bars; guides drawn in
+    axes coordinates (axhline, axvline, axvspan) are left out."""
     points, bars = [np.empty((0, 2))], []
     for line in ax.lines:
         if not line.get_visible() or line.get_transform() != ax.transData:
@@ -183,7 +184,14 @@ def _data(ax) -> tuple[np.ndarray, list]:
             if box.width > 0 and box.height > 0:
                 bars.append(box)
     pts = np.concatenate(points)
-    return pts[np.isfinite(pts).all(axis=1)], bars
+    area = ax.get_window_extent()
+    shown = (
+        (pts[:, 0] >= area.x0 - 1)
+        & (pts[:, 0] <= area.x1 + 1)
+        & (pts[:, 1] >= area.y0 - 1)
+        & (pts[:, 1] <= area.y1 + 1)
+    )
+    return pts[np.isfinite(pts).all(axis=1) & shown], bars
 
 
 def _covers(box: Bbox, points: np.ndarray, bars: list, pad: float) -> bool:
@@ -323,9 +331,8 @@ def _clear(box, ax, data, others, renderer, tol, within=None) -> bool:
 
 
 def place_legends(fig: mpl.figure.Figure) -> list:
-    """A panel's legend that covers its data moves to the first corner or edge where it covers none, with
-    room made at the top of the panel if need be; returns the panels whose legend fits nowhere inside (for
-    ``legend_below``)."""
+    """A panel's legend that covers its data moves to the first corner or edge where it covers none; returns the
+    panels whose legend fits nowhere inside (for ``legends_below``: an axis is never stretched to make room)."""
     if not any(a.get_legend() is not None for a in fig.axes):
         return []
     renderer = drawn(fig)
@@ -336,15 +343,8 @@ def place_legends(fig: mpl.figure.Figure) -> list:
         texts = _boxes(_shown_texts(ax.texts), renderer)
         if not _covers(legend.get_window_extent(renderer), *_data(ax), tol):
             continue
-        if _first_clear_spot(fig, ax, LEGEND_SPOTS, texts, tol, renderer):
-            continue
-        limits = ax.get_ylim()
-        renderer = drawn(fig)
-        _headroom(ax, legend.get_window_extent(renderer).height / ax.get_window_extent(renderer).height)
-        if _first_clear_spot(fig, ax, LEGEND_SPOTS[:2] + ("upper center",), texts, tol):
-            continue
-        ax.set_ylim(limits)
-        outside.append(ax)
+        if not _first_clear_spot(fig, ax, LEGEND_SPOTS, texts, tol, renderer):
+            outside.append(ax)  # never by stretching an axis: the legend goes outside the data
     return outside
 
 
@@ -359,17 +359,6 @@ def _first_clear_spot(fig, ax, spots, texts, tol, renderer=None) -> bool:
         if _clear(legend.get_window_extent(renderer), ax, data, texts, renderer, tol):
             return True
     return False
-
-
-def _headroom(ax, share: float) -> None:
-    """Raise the top of ``ax``'s y axis so that the top ``share`` of the panel (plus a margin) holds no data."""
-    share = min(0.6, share + 0.04)
-    bottom, top = ax.get_ylim()
-    if ax.get_yscale() == "log" and bottom > 0:
-        lo, hi = np.log10(bottom), np.log10(top)
-        ax.set_ylim(bottom, 10 ** (lo + (hi - lo) / (1 - share)))
-    else:
-        ax.set_ylim(bottom, bottom + (top - bottom) / (1 - share))
 
 
 def legends_below(fig, axes: list) -> None:

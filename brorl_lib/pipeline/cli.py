@@ -1,13 +1,13 @@
 """Command line: ``python -m brorl_lib list | params | run | reproduce | status | layout-report | refresh``.
 
 ``run NAME --style STYLE --out DIR [--svg] [--no-stamp]`` re-draws a notebook's figures in another style
-(``figures.styles``). ``reproduce`` checks the layout of every figure in every preset style (``figures.layout``)."""
+(``figures.styles``). The layout check of every figure in every preset style (``figures.layout``) runs in ``make
+nbval``, not in ``reproduce``."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -283,19 +283,9 @@ def _cmd_status(out: Path, check: bool) -> int:
 
 
 def _reproduce(args) -> int:
-    """Every notebook, each figure's layout checked in every preset (a finding stops the run)."""
+    """Every notebook. The layout check of every figure in every preset is a test's work: ``make nbval`` runs it."""
     load_profile(args.profile)  # an unknown profile is named before matplotlib loads
-    from brorl_lib.figures import layout
-
-    before = os.environ.get(layout.CHECK_ENV)
-    os.environ[layout.CHECK_ENV] = "1"  # the kernels inherit it
-    try:
-        return _run([nb.name for nb in NOTEBOOKS], args, [], rebuild_manifest=True)
-    finally:
-        if before is None:
-            os.environ.pop(layout.CHECK_ENV, None)
-        else:
-            os.environ[layout.CHECK_ENV] = before
+    return _run([nb.name for nb in NOTEBOOKS], args, [], rebuild_manifest=True)
 
 
 def _cmd_layout_report(path: Path) -> int:

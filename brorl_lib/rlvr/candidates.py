@@ -36,7 +36,7 @@ class Candidate:
     @property
     def model_params(self) -> int:
         """Parameters of its model with the laptop tokenizer's vocabulary."""
-        from brorl_lib.rlvr.tokenizer import build_tokenizer
+        from brorl_lib.models.char_tokenizer import build_tokenizer
 
         return qwen2.parameter_count(self.model.config(build_tokenizer()).to_dict())
 

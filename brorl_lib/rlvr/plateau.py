@@ -23,10 +23,10 @@ from tqdm.auto import tqdm
 from brorl_lib.core import atomic
 from brorl_lib.facts.protocol import SamplingParams
 from brorl_lib.models import tiny
+from brorl_lib.models.char_tokenizer import build_tokenizer
 from brorl_lib.rlvr import warm_start
 from brorl_lib.rlvr.run import CHECKPOINT, ArmSettings, recover_checkpoint, run_arm
 from brorl_lib.rlvr.tasks import LaptopInstance
-from brorl_lib.rlvr.tokenizer import build_tokenizer
 
 PLATEAU = "plateau.json"
 WARM_START_BATCH = 32  # supervised examples per warm-start step (our choice)

@@ -13,7 +13,8 @@ the arms spend equally. The families of arms, in the order they run (a run cut s
 3. **prompts per step** (role "paper"): BroRL at the paper's own ``broad_prompts`` prompts a step (N=512), at its
    tuned multiple of its rule rate, under every seed;
 4. **IsoCompute**: a fixed G generated samples a step (one round of G/N prompts, no refill) for each N of
-   ``iso_rollouts``, its learning-rate multiple tuned the same way (``iso_seeds`` seeds);
+   ``iso_rollouts``, its learning-rate multiple tuned the same way (``iso_seeds`` seeds); the verdict's two N
+   first, the other N after the controls;
 5. **controls**, at tuned rates: the batch-size control (N=16 x 8P prompts, BroRL's kept batch, BroRL's rate), the
    prompt-matched BroRL (N=512 x P, ProRL's rate: only N and the batch differ) and a KL-anchored BroRL.
 
@@ -338,8 +339,8 @@ def iso_tuning(root: Path, candidate, p: Phase2Settings, n: int) -> Tuning:
 def plan(s: study.StudySettings, p: Phase2Settings, root: Path) -> list[tuple[Arm, int]]:
     """(arm, seed) of every run the results so far call for, in the order they run: the verdict arms' tuning
     (ProRL and BroRL interleaved), the rule-rate verdict, the tuned verdict, BroRL at the paper's prompts per
-    step, the IsoCompute tuning (the verdict's two N first), then the controls; an arm whose rate is still being
-    tuned is not yet planned."""
+    step, the IsoCompute tuning of the verdict's two N, the controls, then the IsoCompute tuning of the other N
+    (the order of priority when compute runs short); an arm whose rate is still being tuned is not yet planned."""
     candidate = study.chosen(s, root)
     out: list[tuple[Arm, int]] = []
     tuned = {n: verdict_tuning(root, candidate, p, n) for n in (study.BASE_N, BROAD_N)}
@@ -350,12 +351,12 @@ def plan(s: study.StudySettings, p: Phase2Settings, root: Path) -> list[tuple[Ar
     if None not in best.values():
         out += [(verdict_arm(p, n, f), seed) for seed in p.seeds for n, f in best.items()]
         out += [(prompts_arm(p, best[BROAD_N]), seed) for seed in p.seeds]
-    for n in sorted(p.iso_rollouts, key=lambda n: n not in (study.BASE_N, BROAD_N)):  # the verdict's N first
-        t = iso_tuning(root, candidate, p, n)
-        out += [(iso_arm(p, n, f), seed) for f, seed in t.needs]
+    iso = {n: [(iso_arm(p, n, f), seed) for f, seed in iso_tuning(root, candidate, p, n).needs] for n in p.iso_rollouts}
+    out += [one for n in p.iso_rollouts if n in (study.BASE_N, BROAD_N) for one in iso[n]]
     if None not in best.values():
         controls = control_arms(p, best[study.BASE_N], best[BROAD_N])
         out += [(a, seed) for seed in p.seeds[: p.control_seeds] for a in controls]
+    out += [one for n in p.iso_rollouts if n not in (study.BASE_N, BROAD_N) for one in iso[n]]
     return list(dict.fromkeys(out))  # a run planned twice (the tuned verdict at multiple 1) once
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from brorl_lib.core.validation import check_choice, check_int
-from brorl_lib.rlvr.tokenizer import ALPHABET
+from brorl_lib.models.char_tokenizer import ALPHABET
 from brorl_lib.tasks.credit import passed
 from brorl_lib.tasks.generation import EntryRequest, generate
 from brorl_lib.tasks.verifiers import answer_score

@@ -20,7 +20,7 @@ import time
 import pytest
 
 from brorl_lib.core.paths import REPO_ROOT
-from brorl_lib.models import tiny
+from brorl_lib.models import deepseek_tokenizer, tiny
 from brorl_lib.verl_recipe import configs, logs, processes, record
 from brorl_lib.verl_recipe.cpu import profile, reward_rows, run, tiny_model
 
@@ -122,9 +122,9 @@ def test_brorl_trains_with_its_batch_and_learning_rate(paths):
 
 def test_a_run_whose_groups_are_all_filtered_stops_with_a_reason(paths, tmp_path):
     never = tmp_path / "never_scores"  # an untrained model: no answer in <answer> tags, reward 0 everywhere
-    tok = tiny_model.build_tokenizer()
+    tok = deepseek_tokenizer.build_tokenizer()
     tiny.build_model(tiny_model.CPU_RUN_SHAPE, tok, seed=0).save_pretrained(never)
-    tiny_model.save_tokenizer(tok, never)
+    deepseek_tokenizer.save_tokenizer(tok, never)
     blind = run.Paths(tmp_path, tmp_path / "runs", never)  # its own checkpoints: nothing to resume from
     run.prepare(blind, train_per_task=32)
     extra = ["trainer.total_training_steps=1", "trainer.val_before_train=false",

@@ -11,8 +11,8 @@ Nothing here is fast or meant for real training; rollouts come from a transforme
 * ``platform``: the ``cpu`` platform (device "cpu", gloo, the Ray resource verl asks for).
 * ``rollout``: the ``hf`` rollout replica: a Ray server actor that samples with transformers, and the
   adapter through which the trainer hands it its weights every step.
-* ``tiny_model``: a character-level tokenizer carrying Qwen's chat-template tokens and a tiny Qwen2,
-  warm-started on the recipe's own training prompts.
+* ``tiny_model``: a tiny Qwen2 with ``models.deepseek_tokenizer``, warm-started on the recipe's own
+  training prompts.
 * ``profile``: the CPU launch profile: the committed arm's overrides plus a short, listed CPU delta.
 * ``run``: train both arms through ``main_ppo``, resume, merge a checkpoint, evaluate it.
 """
