@@ -92,6 +92,42 @@ def test_a_lines_part_beyond_the_axis_limits_is_not_data_a_legend_covers():
     plt.close(fig)
 
 
+@pytest.mark.parametrize(
+    "scale, data, limits, stretched",
+    [
+        ("linear", [0, 100], (0, 170), True),  # a percentage axis run to 170
+        ("linear", [0, 100], (0, 105), False),
+        ("linear", [-0.05, 0.25], (-0.1, 1.0), True),  # a change axis run to +1 for data up to 0.25
+        ("linear", [0.70, 0.75], (0, 1), False),  # a probability axis set to its bounds on purpose
+        ("linear", [0.70, 0.75], (0.6, 0.9), True),
+        ("log", [1e-3, 1e-2], (1e-16, 1e-1), True),  # empty decades
+        ("log", [1e-3, 1e-2], (8e-4, 1.3e-2), False),
+    ],
+)
+def test_an_axis_much_longer_than_what_it_shows_is_found(scale, data, limits, stretched):
+    fig, ax = new_figure("column")
+    ax.plot([0, 1], data, "o-")
+    ax.set_yscale(scale)
+    ax.set_ylim(*limits)
+    found = layout.problems(fig)
+    assert any("the y axis spans" in p for p in found) == stretched, found
+    assert not any("the x axis spans" in p for p in found)
+    plt.close(fig)
+
+
+def test_a_bar_of_height_zero_and_a_value_label_are_part_of_what_an_axis_shows():
+    fig, (bars, labelled) = plt.subplots(1, 2, figsize=(6, 2))
+    bars.bar(np.arange(4), [100, 100, 10, 0])  # the last category's value is zero
+    labelled.barh(np.arange(2), [0.009, -0.0007])
+    for y, v in enumerate([0.009, -0.0007]):
+        labelled.annotate(f"{v:+.2e}", (max(v, 0), y), xytext=(3, 0), textcoords="offset points", va="center")
+    labelled.set_xlim(-0.001, 0.0135)  # room for the labels
+    assert [p for ax in (bars, labelled) for p in layout.axis_spans(ax, layout.drawn(fig))] == []
+    bars.set_xlim(-0.5, 7)  # four categories on an axis of eight
+    assert layout.axis_spans(bars, layout.drawn(fig)) == ["the x axis spans 2.0 times what it shows"]
+    plt.close(fig)
+
+
 def test_an_annotation_on_data_is_found_and_a_point_label_moves_beside_its_point():
     fig, ax = new_figure("column")
     ax.plot([0, 1, 2, 3], [0, 1, 2, 3], "o-")

@@ -240,7 +240,7 @@ def phase2(**change):
         iso_lr_factors=(0.5, 1.0, 2.0),
         iso_seeds=3,
         control_seeds=3,
-        kl_coef=0.001,
+        kl_coefs=(0.001, 0.01),
     )
     return p2.Phase2Settings(**(base | change))
 
@@ -254,11 +254,13 @@ def test_the_verdict_and_control_arms_follow_the_paper_shapes():
     assert shapes["N16_batch512"][:2] == (16, 512) and shapes["N16_batch512"][2] == pytest.approx(1e-4 * 8**0.5)
     assert shapes["N512_prompts64"][2] == pytest.approx(1e-4)  # ProRL's rate: only N and the batch differ
     tuned = {a.name: a.lr for a in p2.control_arms(p, prorl=0.5, brorl=0.25)}
-    assert tuned["N512_prompts64"] == pytest.approx(0.5e-4) and tuned["N512_kl"] == pytest.approx(0.25e-4 * 8**0.5)
+    assert tuned["N512_prompts64"] == pytest.approx(0.5e-4) and tuned["N512_kl0.001"] == pytest.approx(0.25e-4 * 8**0.5)
     assert p2.verdict_arm(p, 512, 0.25).name == "N512_lr0.25x" and p2.verdict_arm(p, 16, 0.25).lr == 0.25e-4
     broad = p2.prompts_arm(p, 0.5)
     assert (broad.n_rollouts, broad.prompts_per_step) == (512, 128) and broad.lr == pytest.approx(0.5e-4 * 64**0.5)
-    assert next(a for a in p2.control_arms(p) if a.name == "N512_kl").kl_coef == 0.001
+    weights = {a.name: a.kl_coef for a in p2.control_arms(p) if a.kl_coef}
+    assert weights == {"N512_kl0.001": 0.001, "N512_kl0.01": 0.01}  # one KL-anchored control per weight
+    assert tuned["N512_kl0.01"] == tuned["N512_kl0.001"]  # at BroRL's rate: only the weight differs
     iso = p2.iso_arms(p)
     assert len(iso) == 15 and all(a.one_round and a.samples_per_step == 4096 for a in iso)
     assert [a.lr for a in iso if a.lr_factor == 1.0] == pytest.approx([2e-4] * 5)  # sqrt(4096 / (16 x 64)) = 2
@@ -278,6 +280,9 @@ def test_the_verdict_and_control_arms_follow_the_paper_shapes():
         (dict(broad_prompts=512), "at least 262144"),
         (dict(iso_seeds=4), "iso_seeds"),
         (dict(control_seeds=4), "control_seeds"),
+        (dict(kl_coefs=(0.1, 0.1)), "kl_coefs=.* each once"),
+        (dict(kl_coefs=()), "kl_coefs=.* at least one"),
+        (dict(kl_coefs=(0.1, 0.0)), "kl_coefs item"),
     ],
 )
 def test_bad_phase2_settings_are_refused_naming_the_parameter(change, message):
@@ -403,7 +408,7 @@ def tiny_phase2() -> p2.Phase2Settings:
         iso_lr_factors=(0.5, 1.0, 2.0),
         iso_seeds=2,
         control_seeds=1,
-        kl_coef=0.01,
+        kl_coefs=(0.01,),
         broad_prompts=2,
     )
 
@@ -529,7 +534,7 @@ def test_bands_pair_each_arm_with_prorl_per_plateau_band(tiny_root):
     table = sr.at_budgets(p2.collect(s, p, tiny_root), p.budgets)
     edges = [0.0, 0.01, 1.0]
     bands = sr.bands(table, tiny_root, s, edges)
-    assert {"N16", "N512", "N512_prompts2", "N16_batch32", "N512_kl"} <= set(bands["arm"])
+    assert {"N16", "N512", "N512_prompts2", "N16_batch32", "N512_kl0.01"} <= set(bands["arm"])
     assert bands.groupby("arm")["prompts"].sum().eq(s.n_test).all()  # every held-out prompt in one band
     base = study.folder(tiny_root, study.chosen(s, tiny_root)) / p2.ARMS
     last = table[table["budget"] == p.budgets[-1]].set_index(["arm", "seed"])["step"]
@@ -656,6 +661,8 @@ def test_the_notebook_defaults_build_the_tiny_study():
         (dict(candidates=["arithmetic:2@32x1"]), "countdown only"),
         (dict(max_new_tokens=4), "max_new_tokens=4"),
         (dict(prompts=6), "prompts=6"),
+        (dict(kl_coefs=[0.1, 0.1]), "kl_coefs"),
+        (dict(kl_coefs=[0.0]), "kl_coefs"),
     ],
 )
 def test_bad_notebook_parameters_are_refused_before_any_work(change, message):

@@ -76,7 +76,7 @@ def _rlvr_tables() -> dict[str, pd.DataFrame]:
     )
     labels = uq.band_labels([0.0, 0.01, 0.0625, 0.5, 0.95, 1.0])
     arms = [("N16", "ProRL N=16", 16), ("N512", "BroRL N=512", 512), ("N16_batch512", "batch-size control", 16)]
-    arms += [("N512_prompts64", "prompt-matched BroRL", 512), ("N512_kl", "KL-anchored BroRL, KL 0.001", 512)]
+    arms += [("N512_prompts64", "prompt-matched BroRL", 512), ("N512_kl0.001", "KL-anchored BroRL, KL 0.001", 512)]
     bands = pd.DataFrame(
         [
             {"q_band": band, "prompts": 100 * (k + 1), "arm": arm, "label": label, "N": n, "seeds": 5}

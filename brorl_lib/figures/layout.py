@@ -7,12 +7,15 @@
 - tick labels of one axis over each other;
 - a legend or an annotation over the data of a panel (lines, markers, error bars, bars; reference lines
   such as ``axhline`` are guides, not data);
+- an axis more than ``MAX_AXIS_SPAN`` times as long as what it shows (its data, with zero, or the whole scale
+  of a probability, a change of one or a percentage when the axis is set to it): no stretched linear axis, no
+  empty decades of a log axis;
 - a text outside the canvas, a canvas wider than its style's width, a plotting area under ``MIN_AXES_EM`` ems,
   or a layout matplotlib could not make.
 
 ``figures.plotting.save_figure`` runs it on every figure it saves; a run with ``BRORL_LAYOUT_CHECK=1`` (the
-pipeline's ``reproduce`` and the test suite's notebook runs) also redraws each figure in every preset style
-and fails on any finding, and appends them to the report file ``BRORL_LAYOUT_REPORT`` names, which
+test suite's notebook runs, ``make nbval``) also redraws each figure in every preset style and fails on any
+finding, and appends them to the report file ``BRORL_LAYOUT_REPORT`` names, which
 ``python -m brorl_lib layout-report`` sums per style.
 """
 
@@ -26,8 +29,9 @@ from pathlib import Path
 import matplotlib as mpl
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.collections import LineCollection, PathCollection
+from matplotlib.collections import LineCollection, PathCollection, PolyCollection
 from matplotlib.patches import Rectangle
+from matplotlib.text import Annotation
 from matplotlib.transforms import Bbox, ScaledTranslation
 
 from brorl_lib.figures import styles
@@ -39,6 +43,8 @@ MIN_AXES_EM = 4.0  # a plotting area under 4 ems in either direction has collaps
 BASE_BELOW_ATTR = "_brorl_base_below_in"  # a figure's stamp strip (inches), under which nothing is laid out
 _SEGMENT_SAMPLES = 24  # points a drawn line segment is checked at, besides its ends
 _CANVAS_TOL_IN = 0.005  # a canvas may exceed its style's width by this much (rounding of pixel sizes)
+MAX_AXIS_SPAN = 1.5  # an axis may be at most this many times as long as what it shows (our choice)
+WHOLE_SCALES = ((0.0, 1.0), (-1.0, 1.0), (0.0, 100.0))  # a linear axis may be set to these on purpose
 
 
 class LayoutError(RuntimeError):
@@ -194,6 +200,53 @@ def _data(ax) -> tuple[np.ndarray, list]:
     return pts[np.isfinite(pts).all(axis=1) & shown], bars
 
 
+def _in_data(text) -> bool:
+    """Whether ``text`` is placed at a point in data coordinates (a value label, an annotated point)."""
+    if isinstance(text, Annotation):
+        return text.xycoords == "data"
+    return text.get_transform() == text.axes.transData
+
+
+def _coords(boxes: list) -> np.ndarray:
+    return np.array([c for b in boxes for c in ((b.x0, b.y0), (b.x1, b.y1))]).reshape(-1, 2)
+
+
+def axis_spans(ax, renderer=None) -> list[str]:
+    """Each axis of the drawn ``ax`` more than ``MAX_AXIS_SPAN`` times as long, on screen, as what it shows: its
+    data (lines, markers, error bars, bars, a bar of height zero too, ``fill_between`` bands) and the texts placed
+    at data points, inside its limits, with zero when the axis holds it, and its limits when they are one of
+    ``WHOLE_SCALES``; an axis with no data, or one value, is not judged."""
+    points, _ = _data(ax)
+    bars = [p.get_window_extent(renderer) for p in ax.patches if isinstance(p, Rectangle) and p.get_visible()]
+    shown = [points, _coords(bars)]
+    for coll in ax.collections:
+        if isinstance(coll, PolyCollection) and coll.get_visible() and coll.get_transform() == ax.transData:
+            shown += [ax.transData.transform(path.vertices) for path in coll.get_paths() if len(path.vertices)]
+    data = np.concatenate(shown)
+    labels = _coords([t.get_window_extent(renderer) for t in _shown_texts(ax.texts) if _in_data(t)])
+    area = ax.get_window_extent(renderer)
+    found = []
+    for k, which, axis in ((0, "x", ax.xaxis), (1, "y", ax.yaxis)):
+        low, high = (area.x0, area.x1) if k == 0 else (area.y0, area.y1)
+        values = np.r_[data[:, k], labels[:, k]]
+        inside = np.clip(values[(values >= low - 1) & (values <= high + 1)], low, high)  # NaN drops out
+        if not len(data) or inside.size == 0 or np.ptp(inside) < 1:
+            continue
+        if axis.get_scale() == "linear":
+            limits = sorted(ax.get_xlim() if k == 0 else ax.get_ylim())
+            refs = [0.0] if limits[0] <= 0 <= limits[1] else []
+            refs += limits if any(np.allclose(limits, whole) for whole in WHOLE_SCALES) else []
+            other = (ax.get_ylim() if k == 0 else ax.get_xlim())[0]  # any value on the other axis
+            pairs = [(r, other) if k == 0 else (other, r) for r in refs]
+            if pairs:
+                base = ax.transData.transform(pairs)[:, k]
+                inside = np.r_[inside, base[(base >= low - 1) & (base <= high + 1)]]
+        span = (high - low) / max(np.ptp(inside), 1e-9)
+        if span > MAX_AXIS_SPAN:
+            found.append(f"the {which} axis spans {span:.1f} times what it shows")
+    return found
+
+
 def _covers(box: Bbox, points: np.ndarray, bars: list, pad: float) -> bool:
     inner = Bbox.from_extents(box.x0 + pad, box.y0 + pad, box.x1 - pad, box.y1 - pad)
     if inner.width <= 0 or inner.height <= 0:
@@ -252,6 +305,7 @@ def problems(fig: mpl.figure.Figure, style=None) -> list[str]:
             if ticks_crowded(axis, renderer, tol):
                 found.append(f"{names[ax]!r}: {which} tick labels overlap each other")
     found += _over_data(fig, main, names, renderer, tol)
+    found += [f"{names[ax]!r}: {p}" for ax in main for p in axis_spans(ax, renderer)]
     found += _figure_level(fig, main, names, boxes, areas, renderer, tol)
     found += _style_width_problem(fig, style)
     return found

@@ -90,7 +90,10 @@ class CountdownStudyConfig(NotebookConfig):
     broad_prompts: int = param(2, "BroRL's prompts per step in the prompts-per-step arm (paper: 128)", low=1,
                                high=4096)  # fmt: skip
     control_seeds: int = param(1, "seeds of the controls (0: none)", low=0, high=MAX_SEEDS)
-    kl_coef: float = param(0.01, "KL weight of the KL-anchored BroRL control", low=0.0, low_open=True, high=100.0)
+    kl_coefs: list[float] = param(
+        [0.01], "KL weights of the KL-anchored BroRL controls, one control each", low=0.0, low_open=True, high=100.0,
+        distinct=True, min_items=1, max_items=MAX_GRID,
+    )  # fmt: skip
     train: bool = param(True, "train what the study still needs; false: read back finished runs only (the phase-2 "
                         "runs then come from python -m brorl_lib.rlvr phase2)")  # fmt: skip
     runs_dir: str = param("build/runs/laptop_rlvr_countdown_quick", "results folder, relative to the repository root",
@@ -155,7 +158,7 @@ class CountdownStudyConfig(NotebookConfig):
             tune_seeds=self.tune_seeds,
             broad_prompts=self.broad_prompts,
             control_seeds=self.control_seeds,
-            kl_coef=self.kl_coef,
+            kl_coefs=tuple(self.kl_coefs),
         )
 
     def runs_path(self) -> Path:

@@ -65,7 +65,7 @@ class Phase2Settings:
     iso_lr_factors: tuple[float, ...]  # multiples of the rule's learning rate, at least three
     iso_seeds: int  # seeds at each N's best multiple and its neighbours
     control_seeds: int  # the first this many seeds run the controls (0: none)
-    kl_coef: float  # the KL-anchored control's weight
+    kl_coefs: tuple[float, ...]  # the KL-anchored controls' weights, one control each
     lr_factors: tuple[float, ...] = (0.5, 1.0, 2.0)  # the verdict arms' tuning grid, multiples of their rule rate
     tune_seeds: int = 2  # seeds at the verdict arms' best multiple and its neighbours
     broad_prompts: int = 128  # BroRL's prompts per step in the prompts-per-step arm (paper Table 1: 128)
@@ -101,7 +101,10 @@ class Phase2Settings:
         check_int("tune_seeds", self.tune_seeds, low=1, high=len(self.seeds))
         check_int("control_seeds", self.control_seeds, low=0, high=len(self.seeds))
         check_int("broad_prompts", self.broad_prompts, low=1)
-        check_positive("kl_coef", self.kl_coef)
+        if not self.kl_coefs or len(set(self.kl_coefs)) != len(self.kl_coefs):
+            raise ValueError(f"kl_coefs={list(self.kl_coefs)} is not allowed: give at least one, each once")
+        for c in self.kl_coefs:
+            check_positive("kl_coefs item", c)
         largest = BROAD_N * max(self.prompts, self.broad_prompts)
         if self.budgets[0] < largest:
             raise ValueError(
@@ -156,8 +159,10 @@ def control_arms(p: Phase2Settings, prorl: float = 1.0, brorl: float = 1.0) -> l
             lr=brorl_lr, lr_factor=brorl),
         Arm(f"N512_prompts{p.prompts}", BROAD_N, p.prompts, label=f"N=512 x {p.prompts} prompts (prompt-matched)",
             role="control", lr=prorl_lr, lr_factor=prorl),
-        Arm("N512_kl", BROAD_N, broad, label=f"BroRL N=512, KL {p.kl_coef:g}", role="control", lr=brorl_lr,
-            lr_factor=brorl, kl_coef=p.kl_coef),
+    ] + [
+        Arm(f"N512_kl{c:g}", BROAD_N, broad, label=f"BroRL N=512, KL {c:g}", role="control", lr=brorl_lr,
+            lr_factor=brorl, kl_coef=c)
+        for c in p.kl_coefs
     ]  # fmt: skip
 
 

@@ -180,12 +180,16 @@ CONTROL_COLOURS = {
 def _arm_style(arm: str, n: int, label: str) -> tuple[str, str]:
     """Colour and line style of a phase-2 arm: a verdict arm solid in its N's colour, another learning-rate
     multiple of one (``_lr<f>x`` in its name) a dashed tint of it, a control dotted in its own colour
-    (figures.palette), BroRL at other prompts per step dotted in its N's colour."""
+    (figures.palette; a KL weight below 1, ``_kl<c>``, a tint of it), BroRL at other prompts per step dotted in its
+    N's colour."""
     control = next((v for k, v in CONTROL_COLOURS.items() if k in label), None)
     colour = palette.arm(control) if control else palette.n_colour(int(n))
     factor = re.search(r"_lr([0-9.e-]+)x", arm)
     if factor:
         return palette.tint(colour, min(0.7, 0.15 * abs(np.log2(float(factor.group(1)))))), "--"
+    weight = re.search(r"_kl([0-9.e-]+)$", arm)
+    if weight:
+        return palette.tint(colour, min(0.7, 0.3 * max(0.0, -np.log10(float(weight.group(1)))))), ":"
     return colour, "-" if arm in ("N16", "N512") else ":"
 
 

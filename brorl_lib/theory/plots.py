@@ -97,7 +97,8 @@ def figure2(tokens: pd.DataFrame, terms: pd.DataFrame, eta: float, n: int) -> pl
             va="center",
             fontsize=pt(6),
         )
-    ax_t.margins(x=0.5)  # room for the values written beside the bars
+    lo, hi = min(0.0, *(vals[k] for k in names)), max(0.0, *(vals[k] for k in names))
+    ax_t.set_xlim(lo - 0.05 * (hi - lo), hi + 0.45 * (hi - lo))  # room on the right for the values beside the bars
     ax_t.grid(False)
     ax_p.set_title(f"One sampled batch (V={len(tokens)}, N={n}); hatched: unsampled", loc="left")
     ax_t.set_title("Theorem 1 terms", loc="left")
