@@ -14,7 +14,7 @@ import pytest
 
 from brorl_lib.core.artifacts import read_record
 from brorl_lib.core.paths import FIGURES_DIR
-from brorl_lib.figures import layout, styles
+from brorl_lib.figures import layout, palette, styles
 from brorl_lib.figures.plotting import (
     MIN_AXES_EM,
     MIN_PANEL_HEIGHT_EM,
@@ -416,3 +416,11 @@ def test_save_figure_in_an_explorer_re_draws_in_the_chosen_style(tmp_path):
     assert sidecar["style"] == "journal" and b"style journal" in files[0].read_bytes()
     assert sidecar["provenance"] == "variant"  # the explorer's start is not a profile's parameters
     assert live.figure.get_size_inches()[0] == styles.PAPER.full_in  # the figure on screen is untouched
+
+
+def test_the_kl_controls_share_their_colour_the_weaker_weight_a_tint_of_it():
+    label = "BroRL N=512, KL {}"
+    strong, strong_ls = rlvr_plots._arm_style("N512_kl1", 512, label.format(1))
+    weak, weak_ls = rlvr_plots._arm_style("N512_kl0.1", 512, label.format(0.1))
+    assert strong == palette.arm("KL-anchored BroRL") and weak == palette.tint(strong, 0.3)
+    assert strong_ls == weak_ls == ":"
