@@ -261,6 +261,9 @@ def test_the_verdict_and_control_arms_follow_the_paper_shapes():
     weights = {a.name: a.kl_coef for a in p2.control_arms(p) if a.kl_coef}
     assert weights == {"N512_kl0.001": 0.001, "N512_kl0.01": 0.01}  # one KL-anchored control per weight
     assert tuned["N512_kl0.01"] == tuned["N512_kl0.001"]  # at BroRL's rate: only the weight differs
+    pairs = {(arm, base) for rates, arm, base in sr.comparisons(p, {16: 0.5, 512: 0.25}) if rates == "tuned"}
+    assert {("N512_kl0.001", "N512_lr0.25x"), ("N512_kl0.01", "N512_lr0.25x")} <= pairs  # the anchor alone
+    assert ("N512_kl0.01", "N16_lr0.5x") in pairs and ("N16_batch512", "N512_lr0.25x") not in pairs
     iso = p2.iso_arms(p)
     assert len(iso) == 15 and all(a.one_round and a.samples_per_step == 4096 for a in iso)
     assert [a.lr for a in iso if a.lr_factor == 1.0] == pytest.approx([2e-4] * 5)  # sqrt(4096 / (16 x 64)) = 2

@@ -157,15 +157,17 @@ def compare(table: pd.DataFrame, arm: str, base: str | None, budget: int, root: 
 def comparisons(p: p2.Phase2Settings, tuned: dict[int, float | None]) -> list[tuple[str, str, str | None]]:
     """(rates, arm, base) of the verdict: both arms at the rule's rate, ProRL's gain since the plateau (base None),
     and, once both rates are tuned, the tuned arms, BroRL at the paper's prompts per step and the controls, each
-    against the tuned ProRL, and BroRL at the paper's prompts per step against BroRL at P/4 (prompts per step at
-    fixed N)."""
+    against the tuned ProRL, BroRL at the paper's prompts per step against BroRL at P/4 (prompts per step at
+    fixed N), and each KL-anchored BroRL against the tuned BroRL (what the anchor alone changes)."""
     out = [("rule", "N512", "N16"), ("rule", "N16", None)]
     f16, f512 = tuned.get(study.BASE_N), tuned.get(p2.BROAD_N)
     if f16 is not None and f512 is not None:
         prorl = p2.verdict_arm(p, study.BASE_N, f16).name
         brorl, broad = p2.verdict_arm(p, p2.BROAD_N, f512).name, p2.prompts_arm(p, f512).name
         out += [("tuned", brorl, prorl), ("tuned", prorl, None), ("tuned", broad, prorl), ("tuned", broad, brorl)]
-        out += [("tuned", a.name, prorl) for a in p2.control_arms(p, f16, f512)]
+        controls = p2.control_arms(p, f16, f512)
+        out += [("tuned", a.name, prorl) for a in controls]
+        out += [("tuned", a.name, brorl) for a in controls if a.kl_coef]
     return out
 
 
