@@ -161,8 +161,10 @@ def test_each_page_opens_with_a_banner_naming_its_profile_and_linking_its_galler
         assert ("same parameters" in banner) == (not changes)
 
 
-def test_the_quick_profile_runs_the_notebooks_defaults():
+def test_the_quick_profile_runs_the_notebooks_defaults_and_a_page_names_its_committed_profile_where_it_matches():
     assert book_pages.profile_of_run("01_theory", {}) == "quick"
+    assert book_pages.profile_of_run("03_paper_tables", {}) == "paper"  # the same parameters: the committed one
+    assert book_pages.profile_of_run("02_simulator", {}) == "quick"
     assert book_pages.profile_of_run("01_theory", {"n_instances": 3000, "mc_trials": 2000000}) == "paper"
     assert book_pages.profile_of_run("01_theory", {"n_instances": 7}) is None
 
@@ -205,9 +207,10 @@ def _png(width: int, dpi: float | None) -> str:
     return base64.b64encode(header).decode()
 
 
-def test_a_figure_is_shown_at_its_size_in_inches_whatever_its_dpi():
-    assert book_pages.display_width(_png(1350, 200)) == "648px"  # 6.75 in at 96 CSS px per inch
-    assert book_pages.display_width(_png(743, 110)) == "648px"
+def test_a_figure_is_shown_by_its_size_in_inches_whatever_its_dpi():
+    assert book_pages.display_width(_png(1350, 200)) == "100%"  # 6.75 in: the page's whole text column
+    assert book_pages.display_width(_png(743, 110)) == "100%"
+    assert book_pages.display_width(_png(650, 200)) == book_pages.display_width(_png(357, 110)) == "68%"  # 3.25 in
     assert book_pages.display_width(_png(743, None)) is None  # no dpi recorded: left to the browser
 
 

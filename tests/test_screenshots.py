@@ -46,7 +46,7 @@ def test_a_screenshot_taken_with_the_current_inputs_is_current(shots):
     entry = json.loads((folder / "01_theory.json").read_text())
     assert entry == {
         "notebook": "01_theory",
-        "profile": "quick",
+        "profile": "paper",
         "input_hash": "i1",
         "inputs": {"notebook": "n1", "library": "l1", "parameters": "p1", "data": "d1"},
         "files": {},
@@ -89,8 +89,10 @@ def test_shown_finds_the_screenshots_in_markdown_html_and_notebooks(tmp_path):
 def test_the_photographed_run_uses_each_notebooks_screenshot_profile():
     assert screenshots.profile_of("04_laptop_rlvr") == "paper"  # its committed outputs: the runs read back
     assert screenshots.parameters_of("04_laptop_rlvr")["runs_dir"] == "data/runs/laptop_rlvr_countdown_next"
-    assert screenshots.profile_of("01_theory") == "quick"
-    assert screenshots.parameters_of("01_theory") == {}
+    assert screenshots.profile_of("01_theory") == "paper"  # about a minute on 2 cores
+    assert screenshots.parameters_of("01_theory")["n_instances"] == 3000
+    assert screenshots.profile_of("02_simulator") == "quick"  # its paper run takes 3 min there
+    assert screenshots.parameters_of("02_simulator") == {}
 
 
 @pytest.mark.skipif(not (REPO_ROOT / ".git").exists(), reason="not a git work tree")

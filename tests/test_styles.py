@@ -420,7 +420,38 @@ def test_save_figure_in_an_explorer_re_draws_in_the_chosen_style(tmp_path):
 
 def test_the_kl_controls_share_their_colour_the_weaker_weight_a_tint_of_it():
     label = "BroRL N=512, KL {}"
-    strong, strong_ls = rlvr_plots._arm_style("N512_kl1", 512, label.format(1))
-    weak, weak_ls = rlvr_plots._arm_style("N512_kl0.1", 512, label.format(0.1))
-    assert strong == palette.arm("KL-anchored BroRL") and weak == palette.tint(strong, 0.3)
-    assert strong_ls == weak_ls == ":"
+    strong = rlvr_plots._arm_style("N512_kl1", 512, label.format(1))
+    weak = rlvr_plots._arm_style("N512_kl0.1", 512, label.format(0.1))
+    assert strong == palette.control("KL-anchored BroRL") and weak.colour == palette.tint(strong.colour, 0.3)
+    assert strong.dash == weak.dash == palette.CONTROLS["KL-anchored BroRL"][1]
+
+
+def test_series_without_arm_meaning_take_no_arm_or_n_colour_and_a_control_takes_its_own_n_colour():
+    meaning = {*palette.ARMS.values(), *palette.N_COLOURS.values()}
+    assert not meaning & set(palette.SERIES)
+    assert not meaning & set(styles.PAPER_RC["axes.prop_cycle"].by_key()["color"])  # matplotlib's own cycle too
+    for name, (n, dash, marker, _) in palette.CONTROLS.items():
+        style = palette.control(name)
+        assert style.colour == palette.n_colour(n) and (dash, marker) != (None, "o")
+    dashes = [c[1] for c in palette.CONTROLS.values()] + ["-", ":", "--"]  # verdict, other prompts, lr variants
+    assert len({str(d) for d in dashes}) == len(dashes)
+    batch = rlvr_plots._arm_style("N16_batch512", 16, "N=16 x 512 prompts (batch control)")
+    assert batch.colour == palette.arm("ProRL") and batch.dash == "-."
+    with pytest.raises(ValueError, match="known controls are batch-size control"):
+        palette.control("ProRL")
+
+
+def test_figure3_sets_the_papers_worst_drop_axis_beside_ours():
+    from brorl_lib.facts import setup
+
+    runs = _runs()
+    fig = simulator_plots.figure3(runs)
+    worst = fig.axes[2]
+    (scale,) = worst.child_axes
+    assert scale.get_ylim() == (setup.PAPER_FIG3_WORST_DROP_LOW, 0.0) and "paper" in scale.get_title(loc="left")
+    paper_bar, ours = scale.patches
+    assert paper_bar.get_height() == setup.PAPER_FIG3_WORST_DROP_LOW
+    assert ours.get_height() == pytest.approx(runs["worst_drop"].min())
+    assert worst.get_ylim()[0] > setup.PAPER_FIG3_WORST_DROP_LOW / 10  # our panel keeps its own range
+    assert not layout.problems(fig)
+    plt.close(fig)

@@ -111,6 +111,25 @@ def test_the_paper_profile_itself_keeps_its_class(out_dir, monkeypatch):
     assert variants.classify("reproduced") == ("variant", {"profile": "paper", "changed": {"seeds": [7]}})
 
 
+def test_a_figure_keeps_its_class_when_only_parameters_it_does_not_depend_on_change(out_dir, monkeypatch):
+    monkeypatch.setenv(variants.PROFILE_ENV, "quick")
+    quick = variants.profile_values(get_notebook("02_simulator"), "quick")
+    variants.register_run(sr.SimulatorConfig(**quick))
+    assert variants.classify("reproduced") == ("scaled-down", None)  # the quick profile's run, made smaller
+    assert variants.classify("reproduced", depends_on=()) == ("reproduced", None)  # an analytic curve
+    variants.register_run(sr.SimulatorConfig(**{**quick, "lr": 3e-3}))
+    assert variants.classify("reproduced", depends_on=("seeds",)) == ("scaled-down", None)
+    assert variants.classify("reproduced", depends_on=("lr",)) == (
+        "variant",
+        {"profile": "quick", "changed": {"lr": 0.003}},
+    )
+    fig, _ = new_figure("column")
+    saved = save_figure(fig, "curve", provenance="reproduced", data=pd.DataFrame({"x": [1]}), caption="C",
+                        depends_on=())  # fmt: skip
+    assert saved.provenance == "reproduced" and [t.get_text() for t in fig.texts] == ["[reproduced]"]
+    plt.close(fig)
+
+
 def test_a_long_list_of_changes_is_shortened_in_the_stamp_only(out_dir):
     variants.register_run(
         _paper_simulator(lr=3e-3, steps=500, vocab_size=64_000, n_correct=5_000, seeds=[4, 5], weight_decay=0.0)

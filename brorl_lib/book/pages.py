@@ -18,8 +18,10 @@ from brorl_lib.book import tables
 from brorl_lib.book.gallery import artifact_label, artifacts_by_notebook, escape, notebook_label, picture_of
 from brorl_lib.core.paths import PARAMS_DIR
 from brorl_lib.core.profiles import available_profiles, load_profile
+from brorl_lib.core.registry import get_notebook, notebook_names
 
-CSS_DPI = 96  # CSS pixels per inch: a figure is shown at its size in inches
+PAGE_IN = 4.75  # a figure this many inches wide or wider fills the page's text column, a narrower one its share
+# (a 3.25 in column figure: 68%), so a one-column figure stays readable on screen (our choice)
 METRES_PER_INCH = 0.0254  # a PNG's pHYs chunk records pixels per metre
 PARAMETERS_TAG = "parameters"
 INJECTED_TAG = "injected-parameters"  # papermill's cell of parameters given to a run
@@ -78,13 +80,17 @@ def _same(a: dict, b: dict) -> bool:
 
 
 def profile_of_run(notebook: str, parameters: dict) -> str | None:
-    """The profile of ``params/`` that gives ``notebook`` exactly ``parameters``; where several do, the one with
-    the fewest settings in all (the notebook's own defaults: the quick profile); None if none does."""
+    """The profile of ``params/`` that gives ``notebook`` exactly ``parameters``; where several do, the profile
+    the notebook is committed with (``core.registry``) if it is one of them, else the one with the fewest
+    settings in all (the notebook's own defaults: the quick profile); None if none does."""
     matching = []
     for name in available_profiles(PARAMS_DIR):
         profile = load_profile(name, PARAMS_DIR)
         if _same(profile.get(notebook, {}).get("parameters", {}), parameters):
             matching.append((sum(len(e["parameters"]) for e in profile.values()), name))
+    committed = get_notebook(notebook).committed_profile if notebook in notebook_names() else None
+    if committed in [name for _, name in matching]:
+        return committed
     return min(matching)[1] if matching else None
 
 
@@ -138,7 +144,8 @@ def banner(notebook: str, nb, recorded: dict) -> str:
 
 
 def display_width(png_base64: str) -> str | None:
-    """CSS width of a PNG at its size in inches (its pixels over the dpi its pHYs chunk records), or None."""
+    """CSS width of a PNG, a share of the page's text column from its size in inches (its pixels over the dpi
+    its pHYs chunk records; ``PAGE_IN``), or None."""
     data = base64.b64decode(png_base64)
     if data[:8] != b"\x89PNG\r\n\x1a\n" or data[12:16] != b"IHDR":
         return None
@@ -149,7 +156,7 @@ def display_width(png_base64: str) -> str | None:
     per_metre, _, unit = struct.unpack(">IIB", data[at + 4 : at + 13])
     if unit != 1 or not per_metre:
         return None
-    return f"{round(width * CSS_DPI / (per_metre * METRES_PER_INCH))}px"
+    return f"{min(100, round(100 * width / (per_metre * METRES_PER_INCH) / PAGE_IN))}%"
 
 
 def _is_image(output) -> bool:

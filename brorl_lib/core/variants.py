@@ -77,10 +77,10 @@ def changes(values: dict, reference: dict, config_class) -> dict[str, object]:
     }
 
 
-def _diffs(spec, values: dict, params_dir) -> dict[str, dict]:
-    """Shipped profile -> the parameters ``values`` changes from it."""
+def _diffs(spec, values: dict, params_dir, depends_on=None) -> dict[str, dict]:
+    """Shipped profile -> the parameters ``values`` changes from it (of ``depends_on`` only, when given)."""
     cls = spec.config_class()
-    values = {k: _plain(v) for k, v in values.items()}
+    values = {k: _plain(v) for k, v in values.items() if depends_on is None or k in depends_on}
     diffs = {}
     for p in SHIPPED_PROFILES:
         if (params_dir / f"{p}.yaml").is_file():
@@ -91,8 +91,8 @@ def _diffs(spec, values: dict, params_dir) -> dict[str, dict]:
     return diffs
 
 
-def _variant(spec, values: dict, profile: str | None, params_dir) -> dict | None:
-    diffs = _diffs(spec, values, params_dir)
+def _variant(spec, values: dict, profile: str | None, params_dir, depends_on=None) -> dict | None:
+    diffs = _diffs(spec, values, params_dir, depends_on)
     shipped = list(diffs)
     if not diffs or any(not d for d in diffs.values()):
         return None
@@ -100,35 +100,38 @@ def _variant(spec, values: dict, profile: str | None, params_dir) -> dict | None
     return {"profile": reference, "changed": diffs[reference]}
 
 
-def variant_of(config, profile: str | None = None, params_dir=PARAMS_DIR) -> dict | None:
+def variant_of(config, profile: str | None = None, params_dir=PARAMS_DIR, depends_on=None) -> dict | None:
     """``{"profile": name, "changed": {parameter: value}}`` when ``config`` differs from every shipped profile
-    (compared with ``profile`` when it is shipped, else with the nearest); None when it is one of them or
-    belongs to no notebook."""
+    (compared with ``profile`` when it is shipped, else with the nearest; only in the parameters ``depends_on``
+    names, when given); None when it is one of them or belongs to no notebook."""
     spec = _spec_of(type(config))
-    return None if spec is None else _variant(spec, config.as_dict(), profile, params_dir)
+    return None if spec is None else _variant(spec, config.as_dict(), profile, params_dir, depends_on)
 
 
-def classify(declared: str, config=None) -> tuple[str, dict | None]:
+def classify(declared: str, config=None, depends_on: tuple[str, ...] | None = None) -> tuple[str, dict | None]:
     """(class, variant) for an artifact a notebook declares ``declared``, made with ``config`` (default: the
-    registered run's). A changed parameter never leaves ``reproduced`` or ``scaled-down``."""
+    registered run's). A changed parameter never leaves ``reproduced`` or ``scaled-down``. ``depends_on``: the
+    only parameters the artifact depends on (default: all of its notebook's; ``()``, an analytic curve, none):
+    a parameter outside it neither makes a variant nor a scaled-down artifact."""
     config = config if config is not None else run_config()
     if config is None or declared not in (*BECOMES_VARIANT, *KEEPS_CHANGES):
         return declared, None
-    variant = variant_of(config, os.environ.get(PROFILE_ENV) or None)
+    variant = variant_of(config, os.environ.get(PROFILE_ENV) or None, depends_on=depends_on)
     if variant is None:
-        if declared == "reproduced" and not at_paper_scale(config):
+        if declared == "reproduced" and not at_paper_scale(config, depends_on=depends_on):
             return "scaled-down", None  # the quick profile's parameters: the paper's experiment, made smaller
         return declared, None
     return ("variant" if declared in BECOMES_VARIANT else declared), variant
 
 
-def at_paper_scale(config, params_dir=PARAMS_DIR) -> bool:
-    """Whether ``config`` has the paper profile's parameters (or the gpu profile's, which extends it): only
-    such a run's artifacts may be ``reproduced``. True for a config of no notebook."""
+def at_paper_scale(config, params_dir=PARAMS_DIR, depends_on=None) -> bool:
+    """Whether ``config`` has the paper profile's parameters (or the gpu profile's, which extends it), of
+    ``depends_on`` only when given: only such a run's artifacts may be ``reproduced``. True for a config of no
+    notebook."""
     spec = _spec_of(type(config))
     if spec is None:
         return True
-    diffs = _diffs(spec, config.as_dict(), params_dir)
+    diffs = _diffs(spec, config.as_dict(), params_dir, depends_on)
     return any(p in diffs and not diffs[p] for p in PAPER_SCALE_PROFILES)
 
 

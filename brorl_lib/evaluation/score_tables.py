@@ -1,7 +1,8 @@
-"""Tables 3, 4 and 5 with the paper's reported rows and a reproduced row per evaluated checkpoint.
+"""Tables 3, 4 and 5 with the paper's reported rows and a row per evaluated checkpoint.
 
-Every row carries ``source``: "reported" (copied from the paper, ``brorl_lib.facts.reported.load``) or
-"reproduced" (recomputed here from per-instance results). Values are percentages as in the paper.
+Every row carries ``source``: "reported" (copied from the paper, ``brorl_lib.facts.reported.load``) or, for a
+row recomputed here from per-instance results, its domain's provenance class (``provenance``: "reproduced" for
+the paper's protocol on whole benchmarks, else "scaled-down"). Values are percentages as in the paper.
 A reproduced row's ``method`` is the checkpoint label; its N / B / Steps come from ``row_ids`` when
 given (e.g. ``{"brorl": {"method": "BroRL (released)", "n_rollouts": 512, "prompts_per_step": 128}}``),
 else they are empty. A domain average is empty unless every column of its table was evaluated to its
@@ -42,9 +43,11 @@ def reproduced_rows(
     results: pd.DataFrame,
     row_ids: Mapping[str, Mapping] | None = None,
     complete: Mapping[str, Collection[str]] | None = None,
+    sources: Mapping[str, str] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Per paper table, one row per checkpoint with any result in its domain, in the table's columns.
-    ``complete`` (checkpoint -> benchmarks evaluated to the end): see ``metrics.column_scores``."""
+    ``complete`` (checkpoint -> benchmarks evaluated to the end): see ``metrics.column_scores``. ``sources``
+    (domain -> provenance class, ``provenance``) labels the rows' ``source``; default "reproduced"."""
     row_ids = row_ids or {}
     scores = column_scores(results, complete) if not results.empty else pd.DataFrame(columns=["checkpoint"])
     out = {}
@@ -56,7 +59,7 @@ def reproduced_rows(
                 continue
             ids = dict(row_ids.get(label, {}))
             row = {
-                "source": "reproduced",
+                "source": (sources or {}).get(domain, "reproduced"),
                 "method": ids.pop("method", label),
                 "n_rollouts": ids.pop("n_rollouts", pd.NA),
                 "prompts_per_step": ids.pop("prompts_per_step", pd.NA),
@@ -79,13 +82,15 @@ def paper_tables_with_reproduced(
     results_dir: str | Path,
     row_ids: Mapping[str, Mapping] | None = None,
 ) -> dict[str, pd.DataFrame]:
-    """{"table3_math", "table4_code", "table5_reasoning_gym"} -> reported rows, then one reproduced row
-    per checkpoint evaluated under ``results_dir`` (an empty or missing folder gives reported rows only)."""
+    """{"table3_math", "table4_code", "table5_reasoning_gym"} -> reported rows, then one row per checkpoint
+    evaluated under ``results_dir``, its ``source`` the domain's provenance class (``provenance``: "reproduced"
+    only for the paper's protocol on whole benchmarks; an empty or missing folder gives reported rows only)."""
     results = res.load_results(Path(results_dir))
     complete = {
         label: res.complete_benchmarks(Path(results_dir), label) for label in res.checkpoints(Path(results_dir))
     }
-    mine = reproduced_rows(results, row_ids, complete)
+    sources = {domain: provenance(results_dir, domain) for domain, _columns, _avg in TABLES.values()}
+    mine = reproduced_rows(results, row_ids, complete, sources)
     tables = {}
     for name, (domain, _columns, _avg) in TABLES.items():
         reported = paper.load(name)
@@ -126,9 +131,8 @@ def save_paper_tables_with_reproduced(
     saved = []
     for name, table in paper_tables_with_reproduced(results_dir, row_ids).items():
         prov = provenance(results_dir, TABLES[name][0])
-        caption = (
-            f"{CAPTIONS[name]}: rows with source=reported are copied from the paper; rows with "
-            f"source=reproduced were evaluated from checkpoints here"
-        )
+        caption = f"{CAPTIONS[name]}: rows with source=reported are copied from the paper"
+        if prov != "reported":
+            caption += f"; rows with source={prov} were evaluated from checkpoints here"
         saved.append(save_table(table, f"{name}{suffix}", provenance=prov, caption=caption, float_format="{:.2f}"))
     return saved

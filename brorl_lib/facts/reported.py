@@ -108,6 +108,7 @@ SETTINGS: dict[str, str] = {
     "eval_top_p": "float",
     "eval_context_tokens": "int",
     "figure1_max_hours": "int",
+    "figure3_worst_drop_low": "float",
 }
 _KIND_WORDS = {"int": "a whole number", "float": "a number", "ints": "whole numbers separated by spaces"}
 

@@ -23,6 +23,7 @@ SIM_ROLLOUT_SIZES: tuple[int, ...] = setting("simulator_rollout_sizes")  # the N
 SIM_LEARNING_RATE: float = setting("simulator_learning_rate")  # AdamW step size eta
 SIM_STEPS: int = setting("simulator_steps")  # update steps T
 PAPER_FIG1_HOURS: int = setting("figure1_max_hours")  # hours where the time axis of Figures 1 and 4 ends
+PAPER_FIG3_WORST_DROP_LOW: float = setting("figure3_worst_drop_low")  # lowest tick of Figure 3's worst-drop axis
 
 
 def first_correct_indices(n_correct: int, anchor_correct: bool) -> np.ndarray:

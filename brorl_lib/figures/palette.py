@@ -3,14 +3,17 @@
 The colours are seaborn's colour-blind palette. ProRL and N=16 share one colour, BroRL and N=512 another,
 so the paper's two arms read the same whether a figure names them by method or by N; every other N up to
 512 has its own fixed colour, and any other N a blue-grey shade from its place on a log scale, darker for
-larger N (the same N, the same shade: the simulator's largest N nearly black). Learning-rate variants are
-tints of their arm's colour (``tint``), so a variant reads as its arm. Reference lines and annotations are
-grey (``INK``, ``RULE``).
+larger N (the same N, the same shade: the simulator's largest N nearly black). A control arm is drawn in its
+own N's colour with a dash and a marker of its own (``control``), a learning-rate variant as a tint of its
+arm's colour (``tint``), so each reads as its N. Series with no arm meaning (k, p, configurations)
+take colours that no arm and no N has (``SERIES``, from Paul Tol's muted scheme). Reference lines and
+annotations are grey (``INK``, ``RULE``).
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import seaborn as sns
 from matplotlib.colors import to_hex, to_rgb
@@ -21,9 +24,6 @@ BLUE, ORANGE, GREEN, VERMILLION, PINK, BROWN, ROSE, GREY, YELLOW, SKY = BASE
 ARMS = {
     "ProRL": ORANGE,  # N=16, the paper's step-scaled arm
     "BroRL": BLUE,  # N=512, the paper's rollout-scaled arm
-    "batch-size control": GREEN,
-    "prompt-matched BroRL": SKY,
-    "KL-anchored BroRL": PINK,
 }
 N_COLOURS = {  # every N a shipped profile draws (our choice of which colour goes with which N)
     4: GREEN,
@@ -36,17 +36,44 @@ N_COLOURS = {  # every N a shipped profile draws (our choice of which colour goe
     512: ARMS["BroRL"],
 }
 SHADE_TOP_N = 2**16  # N at which the blue-grey shades of other N reach their darkest (our choice)
-SERIES = (BLUE, ORANGE, GREEN, VERMILLION, PINK, BROWN, SKY, GREY)  # series with no fixed meaning, in order
+
+
+class Style(NamedTuple):
+    """How one arm is drawn: colour, line style, marker, bar hatch."""
+
+    colour: str
+    dash: object
+    marker: str
+    hatch: str | None = None
+
+
+CONTROLS = {  # a control arm: its N, and its own dash, marker and hatch (our choice)
+    "batch-size control": (16, "-.", "s", "//"),
+    "prompt-matched BroRL": (512, (0, (3, 1, 1, 1)), "D", ".."),
+    "KL-anchored BroRL": (512, (0, (5, 1, 1, 1, 1, 1)), "^", "xx"),
+}
+SERIES = ("#332288", "#882255", "#999933", "#44aa99", "#aa4499", "#4d4d4d")  # no arm or N meaning: indigo, wine,
+# olive, teal, purple (Paul Tol's muted scheme) and a dark grey, in order
 INK = "0.2"  # zero lines, reference curves
 RULE = "0.6"  # guides: the paper's N, a budget, a threshold
 GOOD, BAD = GREEN, VERMILLION  # a gain / a loss of correct mass
 
 
 def arm(name: str) -> str:
-    """The colour of arm ``name`` (ProRL, BroRL or a control); ValueError naming the known arms otherwise."""
+    """The colour of arm ``name`` (ProRL or BroRL); ValueError naming the known arms otherwise (a control's
+    style: ``control``)."""
     if name not in ARMS:
         raise ValueError(f"arm={name!r} has no colour: known arms are {', '.join(ARMS)}")
     return ARMS[name]
+
+
+def control(name: str) -> Style:
+    """The style of control arm ``name``: its N's colour, its own dash, marker and hatch; ValueError naming the
+    known controls otherwise."""
+    if name not in CONTROLS:
+        raise ValueError(f"control={name!r} has no style: known controls are {', '.join(CONTROLS)}")
+    n, dash, marker, hatch = CONTROLS[name]
+    return Style(n_colour(n), dash, marker, hatch)
 
 
 def n_colour(n: int) -> str:

@@ -415,6 +415,7 @@ def save_figure(
     data: pd.DataFrame,
     caption: str,
     basis: str = "",
+    depends_on: tuple[str, ...] | None = None,
 ) -> Saved:
     """Write ``name``.pdf/.png (and .svg when the run asks: ``figures.styles.formats``) with fixed metadata (same
     data, same bytes) and the data as ``name``.csv, its floats rounded by ``core.precision.rounded`` (10
@@ -422,11 +423,12 @@ def save_figure(
 
     The provenance class is stamped on the figure and recorded with the caption for the manifest; a run with
     parameters other than its profile's is stamped ``variant`` with the changed ones (``core.variants``);
-    an ``estimate`` names its ``basis``."""
+    an ``estimate`` names its ``basis``. ``depends_on``: the only parameters the figure depends on (``()``: none,
+    an analytic curve, whose class no parameter changes; ``core.variants.classify``)."""
     from brorl_lib.core import variants
 
     check_artifact(name, provenance, basis)
-    provenance, changed = variants.classify(provenance)
+    provenance, changed = variants.classify(provenance, depends_on=depends_on)
     stamp_provenance(fig, provenance, changed, basis)
     fit_texts(fig)
     check_layout(fig, name, provenance, changed, basis)

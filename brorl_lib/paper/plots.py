@@ -36,8 +36,8 @@ def pass_rate(curves: pd.DataFrame, reported: dict[int, float]) -> plt.Figure:
     """Expected dynamic-sampling pass rate and wasted samples per kept sample against N."""
     fig, (ax_r, ax_w) = new_figure("full", aspect=0.32, ncols=2)
     for i, (model, g) in enumerate(curves.groupby("model", sort=False)):
-        ax_r.plot(g["N"], 100 * g["pass_rate"], color=palette.series(2 + i), label=model)
-        ax_w.plot(g["N"], g["wasted_per_kept"], color=palette.series(2 + i), label=model)
+        ax_r.plot(g["N"], 100 * g["pass_rate"], color=palette.series(i), label=model)
+        ax_w.plot(g["N"], g["wasted_per_kept"], color=palette.series(i), label=model)
     ns = sorted(reported)
     ax_r.plot(ns, [100 * reported[n] for n in ns], "k*", ms=8, label="reported (Table 2)")
     ax_w.plot(ns, [1 / reported[n] - 1 for n in ns], "k*", ms=8, label="reported (Table 2)")
@@ -80,7 +80,7 @@ def roofline_plot(
             g["ratio"],
             "o-",
             ms=3,
-            color=palette.series(2 + i),
+            color=palette.series(i),
             label="shared prefix" if shared else "no prefix sharing",
         )
     ax_t.axhline(reported_ratio, color="k", ls="--", lw=0.8, label=f"reported {reported_ratio:.2f}x")

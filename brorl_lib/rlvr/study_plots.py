@@ -170,27 +170,28 @@ def _isocompute_panel(ax, iso: pd.DataFrame, summary: dict | None, checkpoint: s
     ax.set_ylabel("Held-out pass@1 (exact)")
 
 
-CONTROL_COLOURS = {
+CONTROL_LABELS = {
     "(batch control)": "batch-size control",
     "(prompt-matched)": "prompt-matched BroRL",
     ", KL ": "KL-anchored BroRL",
 }  # a control arm's label names it (study_phase2.control_arms)
 
 
-def _arm_style(arm: str, n: int, label: str) -> tuple[str, str]:
-    """Colour and line style of a phase-2 arm: a verdict arm solid in its N's colour, another learning-rate
-    multiple of one (``_lr<f>x`` in its name) a dashed tint of it, a control dotted in its own colour
-    (figures.palette; a KL weight below 1, ``_kl<c>``, a tint of it), BroRL at other prompts per step dotted in its
-    N's colour."""
-    control = next((v for k, v in CONTROL_COLOURS.items() if k in label), None)
-    colour = palette.arm(control) if control else palette.n_colour(int(n))
+def _arm_style(arm: str, n: int, label: str) -> palette.Style:
+    """How a phase-2 arm is drawn: a verdict arm solid in its N's colour, another learning-rate multiple of one
+    (``_lr<f>x`` in its name) a dashed tint of it, a control in its N's colour with its own dash, marker and hatch
+    (``figures.palette.control``; a KL weight below 1, ``_kl<c>``, a tint of it), BroRL at other prompts per step
+    dotted in its N's colour."""
+    control = next((v for k, v in CONTROL_LABELS.items() if k in label), None)
+    style = palette.control(control) if control else palette.Style(palette.n_colour(int(n)), None, "o")
     factor = re.search(r"_lr([0-9.e-]+)x", arm)
     if factor:
-        return palette.tint(colour, min(0.7, 0.15 * abs(np.log2(float(factor.group(1)))))), "--"
+        return style._replace(colour=palette.tint(style.colour, min(0.7, 0.15 * abs(np.log2(float(factor[1]))))),
+                              dash="--")  # fmt: skip
     weight = re.search(r"_kl([0-9.e-]+)$", arm)
     if weight:
-        return palette.tint(colour, min(0.7, 0.3 * max(0.0, -np.log10(float(weight.group(1)))))), ":"
-    return colour, "-" if arm in ("N16", "N512") else ":"
+        return style._replace(colour=palette.tint(style.colour, min(0.7, 0.3 * max(0.0, -np.log10(float(weight[1]))))))
+    return style._replace(dash=style.dash or ("-" if arm in ("N16", "N512") else ":"))
 
 
 @rounded_inputs
@@ -207,8 +208,8 @@ def curves(table: pd.DataFrame, arms: list[str] | None = None) -> plt.Figure:
         x = np.r_[0, m.index.to_numpy()]
         y = np.r_[start.mean(), m["mean"].to_numpy()]
         band = np.r_[0, 1.96 * m["std"].fillna(0).to_numpy() / np.sqrt(m["size"].to_numpy())]
-        colour, ls = _arm_style(arm, n, label)
-        ax.plot(x, y, color=colour, ls=ls, marker="o", ms=2, lw=1, label=f"{label} (n={len(start)})")
+        colour, ls, marker, _ = _arm_style(arm, n, label)
+        ax.plot(x, y, color=colour, ls=ls, marker=marker, ms=2, lw=1, label=f"{label} (n={len(start)})")
         ax.fill_between(x, y - band, y + band, color=colour, alpha=0.12, lw=0)
     ticks = [0, *sorted(table["budget"].unique())]
     ax.set_xticks(ticks, [f"{b / 1000:,.0f}k" if b else "0" for b in ticks])
@@ -245,9 +246,9 @@ def bands(table: pd.DataFrame) -> plt.Figure:
     def draw(ax, x, width, g, arm):
         err = [g["delta_vs_prorl"] - g["ci_low"], g["ci_high"] - g["delta_vs_prorl"]]
         label = g["label"].dropna().iloc[0]
-        colour = _arm_style(arm, g["N"].dropna().iloc[0], label)[0]
-        ax.errorbar(x, g["delta_vs_prorl"], yerr=err, color=colour, marker="o", ms=3, lw=0, elinewidth=1, capsize=2,
-                    label=label)  # fmt: skip
+        style = _arm_style(arm, g["N"].dropna().iloc[0], label)
+        ax.errorbar(x, g["delta_vs_prorl"], yerr=err, color=style.colour, marker=style.marker, ms=3, lw=0,
+                    elinewidth=1, capsize=2, label=label)  # fmt: skip
 
     table = table.dropna(subset=["delta_vs_prorl"])
     return _arms_by_band(table, draw, "Held-out pass@1 at the plateau", "Arm − ProRL, pass@1")
@@ -293,8 +294,9 @@ def prompt_fate(table: pd.DataFrame) -> plt.Figure:
 
     def draw(ax, x, width, g, arm):
         label = g["label"].dropna().iloc[0]
-        colour = _arm_style(arm, 16 if arm.startswith("N16") else 512, label)[0]
-        ax.bar(x, g["delta_q"], width, yerr=g["delta_q_se"], color=colour, label=label)
+        style = _arm_style(arm, 16 if arm.startswith("N16") else 512, label)
+        ax.bar(x, g["delta_q"], width, yerr=g["delta_q_se"], color=style.colour, hatch=style.hatch, edgecolor="white",
+               lw=0, label=label)  # fmt: skip
 
     return _arms_by_band(table, draw, "Exact q at the plateau", "Δ q over phase 2")
 
@@ -329,10 +331,10 @@ def drift(curves: pd.DataFrame) -> plt.Figure:
     right: the entropy per response token; each against generated samples, per arm (``study_report.drift_curves``)."""
     fig, axes = new_figure("full", aspect=0.32, ncols=2)
     for (arm, label, n), g in curves.groupby(["arm", "label", "N"], sort=False):
-        colour, ls = _arm_style(arm, n, label)
+        colour, ls, marker, _ = _arm_style(arm, n, label)
         kl = g[g["kl_ref"] > 0]
-        axes[0].plot(kl["samples"], kl["kl_ref"], color=colour, ls=ls, marker="o", ms=2, lw=1)
-        axes[1].plot(g["samples"], g["entropy"], color=colour, ls=ls, marker="o", ms=2, lw=1, label=label)
+        axes[0].plot(kl["samples"], kl["kl_ref"], color=colour, ls=ls, marker=marker, ms=2, lw=1)
+        axes[1].plot(g["samples"], g["entropy"], color=colour, ls=ls, marker=marker, ms=2, lw=1, label=label)
     axes[0].set_yscale("log")
     axes[0].set_ylabel("KL to plateau (nats/token)")
     axes[1].set_ylabel("Entropy (nats/token)")

@@ -8,6 +8,7 @@ import pandas as pd
 from matplotlib.ticker import FuncFormatter
 
 from brorl_lib.core.precision import rounded_inputs
+from brorl_lib.facts import setup
 from brorl_lib.figures import palette
 from brorl_lib.figures.plotting import new_figure, pt
 
@@ -32,6 +33,22 @@ def scaled_axis(ax: plt.Axes, values: pd.Series, label: str) -> None:
         return
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 10.0**power:g}".replace("-", "\u2212")))
     ax.set_ylabel(f"{label} ($\\times 10^{{{power}}}$)")
+
+
+def paper_scale(ax: plt.Axes, lowest: float) -> None:
+    """A thin scale beside the worst-drop panel ``ax``: the range of the paper's own axis (Figure 3, right panel),
+    the range of ours (0 down to ``lowest``) filled in it, so that this panel is not read on the paper's scale."""
+    low = setup.PAPER_FIG3_WORST_DROP_LOW
+    scale = ax.inset_axes([1.06, 0.0, 0.07, 1.0])
+    scale.bar(0.5, low, width=1.0, color=palette.RULE, alpha=0.35, lw=0)
+    scale.bar(0.5, max(lowest, low), width=1.0, color=palette.INK, lw=0)
+    scale.set(xlim=(0, 1), ylim=(low, 0), xticks=[], yticks=[low, 0])
+    scale.yaxis.tick_right()
+    scale.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.5f}".replace("-", "\u2212")))
+    scale.tick_params(labelsize=pt(5))
+    scale.grid(False)
+    scale.set_title("grey: the paper's\naxis; black: ours", fontsize=pt(5), loc="left")
+    scale.spines[["top", "bottom", "left", "right"]].set_visible(False)
 
 
 def _log_or_symlog(set_scale, values: pd.Series) -> None:
@@ -59,6 +76,7 @@ def figure3(runs: pd.DataFrame) -> plt.Figure:
         ax.set_xlabel("Steps")
         ax.set_ylabel(ylabel)
     scaled_axis(axes[2], runs["worst_drop"], PANELS[2][2])
+    paper_scale(axes[2], float(runs["worst_drop"].min()))
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, title="N", fontsize=pt(6), loc="outside right center")
     spread = f"mean over n={seeds} seeds; band: min to max" if seeds > 1 else "n=1 seed"
@@ -120,8 +138,8 @@ def theorem1_per_step(runs: pd.DataFrame, agreement: pd.DataFrame) -> plt.Figure
     no_wd = agreement[agreement["update_rule"] == "paper, no weight decay"]
     x = np.arange(len(paper))
     bars = (
-        (-0.27, paper["measured_negative_pct"], palette.VERMILLION, "measured, paper's rule"),
-        (0.0, no_wd["measured_negative_pct"], palette.tint(palette.VERMILLION, 0.55), "measured, no weight decay"),
+        (-0.27, paper["measured_negative_pct"], palette.series(1), "measured, paper's rule"),
+        (0.0, no_wd["measured_negative_pct"], palette.tint(palette.series(1), 0.55), "measured, no weight decay"),
         (0.27, paper["predicted_negative_pct"], palette.INK, "Theorem 1"),
     )
     for shift, values, colour, label in bars:
