@@ -141,11 +141,13 @@ endef
 sandbox-deps:
 	$(call debian_package,bwrap,bubblewrap,The code sandbox)
 
-## Every notebook opened in JupyterLab in headless Chromium: run cell by cell, one control moved (a few minutes);
-## then the book's front page, gallery and a notebook page: every image loads, every internal link leads somewhere.
+## One notebook opened in JupyterLab in headless Chromium (BROWSER_NOTEBOOKS; nbval runs them all): its cells run,
+## one Explore control moved redraws its figure; then the book's front page, gallery and a notebook page: every
+## image loads, every internal link leads somewhere. BROWSER_NOTEBOOKS="" for every notebook (`make screenshots`).
 .PHONY: browser browser-deps book screenshots
+BROWSER_NOTEBOOKS ?= 01_theory
 browser: $(STAMP) browser-deps
-	$(BIN)/python -m pytest -q tests/browser
+	BRORL_BROWSER_NOTEBOOKS="$(BROWSER_NOTEBOOKS)" $(BIN)/python -m pytest -q tests/browser
 
 ## The book: a static HTML site of the committed, executed notebooks (not re-run), the docs/ pages and a gallery of
 ## every artifact in figures/MANIFEST.json, into build/book/html/ (open index.html there); warnings fail it (seconds).

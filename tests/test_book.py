@@ -164,7 +164,7 @@ def test_each_page_opens_with_a_banner_naming_its_profile_and_linking_its_galler
 def test_the_quick_profile_runs_the_notebooks_defaults_and_a_page_names_its_committed_profile_where_it_matches():
     assert book_pages.profile_of_run("01_theory", {}) == "quick"
     assert book_pages.profile_of_run("03_paper_tables", {}) == "paper"  # the same parameters: the committed one
-    assert book_pages.profile_of_run("02_simulator", {}) == "quick"
+    assert book_pages.profile_of_run("02_simulator", {}) == "quick"  # its paper profile sets seeds, sweeps, steps
     assert book_pages.profile_of_run("01_theory", {"n_instances": 3000, "mc_trials": 2000000}) == "paper"
     assert book_pages.profile_of_run("01_theory", {"n_instances": 7}) is None
 

@@ -1,11 +1,10 @@
-"""The explore sections: controls from the declarations, live figures that keep the last good figure on a
-refused value, Run/Stop with progress, ``save_view``, and each notebook's explorer on its own data."""
+"""The explore sections: controls from the declarations, ipywidgets' ``interactive`` over each explorer's draw
+function (the last good figure kept on a refused value or an interrupt; Draw for costly ones), ``save_view``,
+and each notebook's explorer on its own data."""
 
 from __future__ import annotations
 
-import html
 import json
-import threading
 
 import ipywidgets as w
 import matplotlib.pyplot as plt
@@ -14,7 +13,7 @@ import pytest
 from brorl_lib.core.params import NotebookConfig
 from brorl_lib.core.paths import FIGURES_DIR, INTERACTIVE_ENV
 from brorl_lib.explore import controls
-from brorl_lib.explore.live import LiveFigure, Progress, Stopped, explore
+from brorl_lib.explore.interact import Explorer, Explorers, explore
 from brorl_lib.explore.views import save_view, views_folder
 from brorl_lib.figures.plotting import new_figure
 from brorl_lib.paper import explorer as paper_explorer
@@ -28,10 +27,6 @@ from brorl_lib.verl_recipe import explorer as verl_explorer
 from brorl_lib.verl_recipe import report as vr
 
 CONFIGS = (tr.TheoryConfig, sr.SimulatorConfig, pr.PaperTablesConfig, CountdownStudyConfig, vr.VerlTrainingConfig)
-
-
-def _error(fig: LiveFigure) -> str:
-    return fig.message.value if "#b00020" in fig.message.value else ""
 
 
 @pytest.mark.parametrize("cls", CONFIGS, ids=lambda c: c.__name__)
@@ -77,10 +72,11 @@ def test_interactive_session_is_explicit_or_follows_the_jupyter_server(monkeypat
     monkeypatch.delenv(controls.SERVER_SESSION_ENV, raising=False)
     monkeypatch.delenv(INTERACTIVE_ENV, raising=False)
     assert not controls.interactive_session()
-    assert explore(lambda: "built") is None
+    assert explore(lambda: Explorers()) is None
     assert capsys.readouterr().out == controls.STATIC_MESSAGE + "\n"
     monkeypatch.setenv(controls.SERVER_SESSION_ENV, "notebooks/01_theory.ipynb")
-    assert controls.interactive_session() and explore(lambda: "built") == "built"
+    built = Explorers()
+    assert controls.interactive_session() and explore(lambda: built) is built
     monkeypatch.setenv(INTERACTIVE_ENV, "0")
     assert not controls.interactive_session()
     monkeypatch.setenv(INTERACTIVE_ENV, "yes")
@@ -88,52 +84,46 @@ def test_interactive_session_is_explicit_or_follows_the_jupyter_server(monkeypat
         controls.interactive_session()
 
 
-def _line_figure(params: dict, progress: Progress) -> plt.Figure:
+def _line_figure(params: dict) -> plt.Figure:
     fig, ax = new_figure("column")
     ax.plot([0, 1], [0, params["_config"].lr])
     return fig
 
 
-def test_a_refused_value_shows_the_checks_message_and_keeps_the_previous_figure():
+def test_a_refused_value_shows_the_checks_message_and_keeps_the_previous_figure(capsys):
     base = sim_explorer.start_config(sr.SimulatorConfig())  # vocabulary 1280, 100 correct
     cc = controls.ConfigControls(base, {"n_correct": {"options": (100, 10000)}})
-    live = LiveFigure(cc.all, cc.read, _line_figure, name="t", provenance="scaled-down").show_first()
-    before = live.image.value
-    assert before and not _error(live)
+    view = Explorer(_line_figure, cc.all, read=cc.read, name="t", provenance="scaled-down")
+    before = view.figure
+    assert before is not None and not view.said and isinstance(view.widget, w.interactive)
     cc.widgets["n_correct"].value = 10000  # vocabulary 1280: the config's own check refuses it
     with pytest.raises(ValueError) as expected:
         sr.SimulatorConfig(**{**base.as_dict(), "n_correct": 10000})
-    assert html.escape(str(expected.value)) in _error(live)
-    assert live.image.value == before and live.parameters["n_correct"] == 100
+    assert view.said == f"ValueError: {expected.value}" and view.said in capsys.readouterr().out
+    assert view.figure is before and view.parameters["n_correct"] == 100
 
 
-def test_run_reports_progress_and_stop_keeps_the_previous_figure():
-    release = threading.Event()
+def test_a_costly_explorer_draws_on_its_button_and_an_interrupt_keeps_the_previous_figure():
+    calls = []
 
-    def slow(params: dict, progress: Progress) -> plt.Figure:
-        progress.start(100, "steps")
-        for _ in range(100):
-            release.wait(5)
-            progress.advance()
-        return _line_figure(params, progress)
+    def slow(params: dict) -> plt.Figure:
+        calls.append(params["_config"].lr)
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # what the kernel's interrupt raises in a running draw
+        return _line_figure(params)
 
     cc = controls.ConfigControls(sr.SimulatorConfig(), {"lr": {"low": 1e-4, "high": 1e-2, "log": True}})
-    live = LiveFigure(cc.all, cc.read, slow, name="t", provenance="scaled-down", live=lambda p: False)
-    cc.widgets["lr"].value = 1e-3 * 2
-    assert "press Run" in live.message.value and live.image.value == b""
-    live.start()
-    live.stop.set()
-    release.set()
-    live.thread.join(10)
-    assert "stopped after" in live.message.value and live.image.value == b""
-    live.start()
-    live.thread.join(10)
-    assert live.bar.value == live.bar.max == 100 and live.image.value
-    assert not live.run_button.disabled and live.stop_button.disabled
-    stopped = threading.Event()
-    stopped.set()
-    with pytest.raises(Stopped):
-        Progress(stop=stopped).check()
+    view = Explorer(slow, cc.all, read=cc.read, name="t", provenance="scaled-down", manual=True)
+    first = view.figure
+    assert len(calls) == 1 and first is not None  # the starting settings, drawn once
+    cc.widgets["lr"].value = 2e-3
+    assert len(calls) == 1  # a costly explorer waits for Draw
+    view.widget.manual_button.click()
+    assert calls[-1] == 2e-3 and view.figure is not first
+    second = view.figure
+    cc.widgets["lr"].value = 4e-3
+    view.widget.manual_button.click()
+    assert view.said.startswith("stopped") and view.figure is second and view.parameters["lr"] == 2e-3
 
 
 def test_save_view_writes_pdf_png_and_parameters_and_never_into_figures(tmp_path):
@@ -160,11 +150,13 @@ def test_save_view_writes_pdf_png_and_parameters_and_never_into_figures(tmp_path
         save_view(fig, tmp_path, provenance="guessed", parameters={})
 
 
-def _moved(live: LiveFigure, name: str, value) -> None:
-    before = live.image.value
-    live.controls[name].value = value
-    assert not _error(live), live.message.value
-    assert live.image.value != before, f"moving {name} did not redraw"
+def _moved(view: Explorer, name: str, value) -> None:
+    before = view.figure
+    view.controls[name].value = value
+    if view.widget.manual:
+        view.widget.manual_button.click()
+    assert not view.said, view.said
+    assert view.figure is not before, f"moving {name} did not redraw"
 
 
 def test_theory_explorers_redraw_and_refuse_like_the_config():
@@ -174,20 +166,19 @@ def test_theory_explorers_redraw_and_refuse_like_the_config():
     assert saved["n"] == 256 and saved["r_correct"] == 1.0 and saved["n_instances"] == tr.TheoryConfig().n_instances
     terms.controls["r_correct"].value = 0.5
     terms.controls["s_r"].value = 0.9
-    assert "s_r=0.9 is not allowed" in _error(terms)
+    assert "s_r=0.9 is not allowed" in terms.said
     sign = theory_explorer.sign_map_explorer(tr.TheoryConfig())
     _moved(sign, "example_n_rollouts", 64)
     sign.controls["example_n_correct"].value = 60
-    assert "example_n_correct=60" in _error(sign)
+    assert "example_n_correct=60" in sign.said
+    assert list(theory_explorer.explore(tr.TheoryConfig())) == ["three terms", "sign map"]
 
 
-def test_simulator_explorer_is_live_at_its_start_and_asks_for_run_beyond():
-    live = sim_explorer.figure3_explorer(sr.SimulatorConfig())
-    assert sim_explorer.work(sim_explorer.start_config(sr.SimulatorConfig())) <= sim_explorer.LIVE_WORK
-    _moved(live, "lr", 1e-2)
-    assert live.parameters["_config"].provenance() == "scaled-down"
-    live.controls["vocab_size"].value = 128000
-    assert "press Run" in live.message.value
+def test_simulator_explorer_draws_its_start_and_more_on_draw():
+    view = sim_explorer.figure3_explorer(sr.SimulatorConfig())
+    assert view.widget.manual and view.figure is not None
+    _moved(view, "lr", 1e-2)
+    assert view.parameters["_config"].provenance() == "scaled-down"
 
 
 def test_paper_explorers_redraw():
@@ -197,8 +188,8 @@ def test_paper_explorers_redraw():
 
 
 def test_verl_explorer_plans_and_diffs_against_verls_defaults():
-    live = verl_explorer.plan_explorer(vr.VerlTrainingConfig())
-    assert "actor_rollout_ref.rollout.n" in live.note.value and "verl default" in live.note.value
-    _moved(live, "nnodes", 16)
-    live.controls["brorl_prompts_per_step"].value = 16
-    assert not _error(live)
+    view = verl_explorer.plan_explorer(vr.VerlTrainingConfig())
+    assert "actor_rollout_ref.rollout.n" in view.note and "verl default" in view.note
+    _moved(view, "nnodes", 16)
+    view.controls["brorl_prompts_per_step"].value = 16
+    assert not view.said

@@ -609,7 +609,7 @@ def test_the_explore_views_slice_the_finished_study_and_refuse_an_empty_choice(t
     assert quality.controls["checkpoint"].options == tuple(study.quality_checkpoints(tiny_study(), tiny_root))
     drawn = quality.figure
     quality.controls["bands"].value = ()
-    assert "bands=[] is not allowed" in quality.message.value and quality.figure is drawn  # the last figure stays
+    assert "bands=[] is not allowed" in quality.said and quality.figure is drawn  # the last figure stays
     arms = study_explorer.arms_view(cfg)
     arms.controls["arms"].value = ("BroRL N=512",)
     assert [t.get_text() for t in arms.figure.axes[0].get_legend().get_texts()] == ["BroRL N=512 (n=2)"]

@@ -91,8 +91,8 @@ def test_the_photographed_run_uses_each_notebooks_screenshot_profile():
     assert screenshots.parameters_of("04_laptop_rlvr")["runs_dir"] == "data/runs/laptop_rlvr_countdown_next"
     assert screenshots.profile_of("01_theory") == "paper"  # about a minute on 2 cores
     assert screenshots.parameters_of("01_theory")["n_instances"] == 3000
-    assert screenshots.profile_of("02_simulator") == "quick"  # its paper run takes 3 min there
-    assert screenshots.parameters_of("02_simulator") == {}
+    assert screenshots.profile_of("02_simulator") == "paper"  # its paper run takes 3 min there
+    assert screenshots.parameters_of("02_simulator")["sweep_steps"] == 1000
 
 
 @pytest.mark.skipif(not (REPO_ROOT / ".git").exists(), reason="not a git work tree")

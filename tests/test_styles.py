@@ -4,7 +4,6 @@ notebook 03 into a folder of its own."""
 
 from __future__ import annotations
 
-import html
 import json
 
 import matplotlib.pyplot as plt
@@ -389,14 +388,14 @@ def test_notebook_03_in_the_journal_style_with_svg_goes_to_its_own_folder(tmp_pa
     assert json.loads((out / manifest.MANIFEST_FILE).read_text())["schema"] == manifest.SCHEMA
 
 
-# --- an explorer's Save figure row ---
+# --- an explorer's save ---
 def test_save_figure_in_an_explorer_re_draws_in_the_chosen_style(tmp_path):
     from brorl_lib.explore import controls
-    from brorl_lib.explore.live import LiveFigure
+    from brorl_lib.explore.interact import Explorer
     from brorl_lib.simulator import explorer as sim_explorer
     from brorl_lib.simulator import report as sr
 
-    def draw(params, progress):
+    def draw(params):
         fig, axes = new_figure("full", aspect=0.3, ncols=3)
         for ax in axes:
             ax.set_title("Correct prob. mass vs steps", loc="left")
@@ -405,17 +404,16 @@ def test_save_figure_in_an_explorer_re_draws_in_the_chosen_style(tmp_path):
 
     base = sim_explorer.start_config(sr.SimulatorConfig())
     cc = controls.ConfigControls(base, {"lr": {"low": 1e-4, "high": 1e-2, "log": True}})
-    live = LiveFigure(cc.all, cc.read, draw, name="v", provenance="scaled-down").show_first()
-    live.folder.value = str(tmp_path)
-    live.style.value = "jornal"
-    assert live.save() == [] and "style 'jornal' is not a preset" in html.unescape(live.message.value)
-    live.style.value, live.svg.value = "journal", True
-    files = live.save()
+    view = Explorer(draw, cc.all, read=cc.read, name="v", provenance="scaled-down")
+    with pytest.raises(ValueError, match="style 'jornal' is not a preset"):
+        view.save(tmp_path, style="jornal")
+    assert not any(tmp_path.iterdir())  # refused before anything is written
+    files = view.save(tmp_path, style="journal", svg=True)
     assert [f.name for f in files] == ["v.pdf", "v.png", "v.svg", "v.json"]
     sidecar = json.loads(files[-1].read_text())
     assert sidecar["style"] == "journal" and b"style journal" in files[0].read_bytes()
     assert sidecar["provenance"] == "variant"  # the explorer's start is not a profile's parameters
-    assert live.figure.get_size_inches()[0] == styles.PAPER.full_in  # the figure on screen is untouched
+    assert view.figure.get_size_inches()[0] == styles.PAPER.full_in  # the figure on screen is untouched
 
 
 def test_the_kl_controls_share_their_colour_the_weaker_weight_a_tint_of_it():

@@ -17,8 +17,8 @@ class NotebookSpec:
     data_files: tuple[str, ...] = ()  # glob patterns, relative to the repository root: every file the
     # notebook's artifacts are computed from (tests/test_inputs.py checks each folder its code names is here)
     timeout_s: int = 1800  # default wall-clock limit for one run; profiles may override
-    committed_profile: str = "quick"  # the profile whose outputs notebooks/ carries (and nbval re-checks): the
-    # paper's wherever it runs in about a minute on 2 cores; notebook 02's (3 min there) stays quick
+    committed_profile: str = "paper"  # the profile whose outputs notebooks/ carries (and nbval re-checks): the
+    # paper's, what figures/ holds and the book shows (notebook 02's takes about 3 min on 2 cores)
     directory: Path = NOTEBOOKS_DIR
 
     @property
@@ -35,11 +35,11 @@ PAPER_DATA = "data/paper/*"  # the paper's reported numbers, read by every noteb
 # name, title, config, data files, time limit (s)
 NOTEBOOKS: tuple[NotebookSpec, ...] = (
     NotebookSpec("01_theory", "Theorem 1 (symbolic + numeric), Lemma 2, Corollary 3, Figure 2, sign map, pass@k",
-                 "brorl_lib.theory.report:TheoryConfig", (PAPER_DATA,), 900, committed_profile="paper"),
+                 "brorl_lib.theory.report:TheoryConfig", (PAPER_DATA,), 900),
     NotebookSpec("02_simulator", "Figure 3 at paper scale, the N sweep, the unstated choices, Theorem 1 per step",
                  "brorl_lib.simulator.report:SimulatorConfig", (PAPER_DATA,), 1800),
     NotebookSpec("03_paper_tables", "Tables 1-5 and Figure 1 from reported numbers; models of Table 2; the t-test",
-                 "brorl_lib.paper.report:PaperTablesConfig", (PAPER_DATA,), 600, committed_profile="paper"),
+                 "brorl_lib.paper.report:PaperTablesConfig", (PAPER_DATA,), 600),
     NotebookSpec(
         "04_laptop_rlvr",
         "The LLM experiment at laptop scale: countdown, exact q, update quality, ProRL vs BroRL, IsoCompute",
@@ -50,12 +50,11 @@ NOTEBOOKS: tuple[NotebookSpec, ...] = (
             "data/runs/laptop_rlvr/**/*",  # the earlier design's plateau checkpoint, one update-quality point
             PAPER_DATA,
         ),
-        3600,
-        committed_profile="paper",  # read back from the committed runs in seconds; the quick profile trains
+        3600,  # the paper profile reads the committed runs back in about a minute; the quick profile trains
     ),
     NotebookSpec("05_verl_training", "The real recipe on verl: data, ProRL/BroRL configs, launch plan, logs and "
                  "evaluations to figures", "brorl_lib.verl_recipe.report:VerlTrainingConfig",
-                 ("data/runs/verl/**/*", "data/runs/eval/**/*", PAPER_DATA), 600, committed_profile="paper"),
+                 ("data/runs/verl/**/*", "data/runs/eval/**/*", PAPER_DATA), 600),
 )  # fmt: skip
 
 

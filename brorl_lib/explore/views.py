@@ -3,7 +3,7 @@
 ``save_view`` writes ``name``.pdf and ``name``.png (and ``name``.svg on request; fixed metadata: the same
 figure gives the same bytes) and ``name``.json beside them (caption with the provenance class, a variant's
 changed parameters, the parameters, the style). It never writes into ``figures/``, which only the pipeline
-fills. An explorer's *Save figure* re-draws the figure in the style chosen beside it (``explore.live``).
+fills. An explorer's ``save`` re-draws the figure in the style it is given (``explore.interact``).
 """
 
 from __future__ import annotations

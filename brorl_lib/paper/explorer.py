@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from brorl_lib.explore.controls import ConfigControls
-from brorl_lib.explore.live import LiveFigure, Progress
+from brorl_lib.explore.interact import Explorer, Explorers
 from brorl_lib.facts import reported as paper
 from brorl_lib.figures import palette
 from brorl_lib.figures.plotting import new_figure, pt
@@ -54,18 +54,17 @@ def reported_bars(table_name: str, column: str) -> plt.Figure:
     return fig
 
 
-def tables_explorer() -> LiveFigure:
+def tables_explorer() -> Explorer:
     options = metric_options()
     pick = w.Dropdown(options=options, value=options[0][1], description="table and metric")
-    return LiveFigure(
+    return Explorer(
+        lambda params: reported_bars(params["table"], params["column"]),
         {"metric": pick},
-        lambda values: {"table": values["metric"][0], "column": values["metric"][1]},
-        lambda params, progress: reported_bars(params["table"], params["column"]),
+        read=lambda values: {"table": values["metric"][0], "column": values["metric"][1]},
         name="paper_table_view",
         provenance="reported",
         caption="A reported column of the paper's tables",
-        title="The paper's tables by benchmark and metric",
-    ).show_first()
+    )
 
 
 def model_curves(rates: dict[int, float], degenerate: float, max_rollouts: int) -> tuple[pd.DataFrame, dict]:
@@ -79,7 +78,7 @@ def model_curves(rates: dict[int, float], degenerate: float, max_rollouts: int) 
     return curves, {"a": a, "b": b, "worst_miss": miss}
 
 
-def pass_rate_explorer(cfg: pr.PaperTablesConfig) -> LiveFigure:
+def pass_rate_explorer(cfg: pr.PaperTablesConfig) -> Explorer:
     """The pass-rate model's inputs: the pass rates it is fitted to, the degenerate share, the N range."""
     rates = paper.table2_pass_rates()
     sliders = {
@@ -93,7 +92,7 @@ def pass_rate_explorer(cfg: pr.PaperTablesConfig) -> LiveFigure:
     )
     controls = ConfigControls(cfg, {"max_rollouts": {"options": (64, 256, 1024, 4096, 16384, 65536)}}, sliders)
 
-    def draw(params: dict, progress: Progress) -> plt.Figure:
+    def draw(params: dict) -> plt.Figure:
         fitted = {n: params[f"pass_rate_{n}"] for n in rates}
         curves, fit = model_curves(fitted, params["degenerate_share"], params["max_rollouts"])
         fig = paper_plots.pass_rate(curves, fitted)
@@ -104,13 +103,12 @@ def pass_rate_explorer(cfg: pr.PaperTablesConfig) -> LiveFigure:
         )
         return fig
 
-    return LiveFigure(controls.all, controls.read, draw, name="table2_pass_rate_view", provenance="estimate",
-                      basis=pr.PASS_RATE_BASIS, title="Table 2: the dynamic-sampling pass-rate model",
-                      caption="Dynamic-sampling pass-rate model fitted to the pass rates shown",
-                      ).show_first()  # fmt: skip
+    return Explorer(draw, controls.all, read=controls.read, name="table2_pass_rate_view", provenance="estimate",
+                    basis=pr.PASS_RATE_BASIS,
+                    caption="Dynamic-sampling pass-rate model fitted to the pass rates shown")  # fmt: skip
 
 
-def roofline_explorer(cfg: pr.PaperTablesConfig) -> LiveFigure:
+def roofline_explorer(cfg: pr.PaperTablesConfig) -> Explorer:
     controls = ConfigControls(
         cfg,
         {
@@ -124,7 +122,7 @@ def roofline_explorer(cfg: pr.PaperTablesConfig) -> LiveFigure:
         },
     )
 
-    def draw(params: dict, progress: Progress) -> plt.Figure:
+    def draw(params: dict) -> plt.Figure:
         c = params["_config"]
         table, points = pr.throughput_table(c), pr.roofline_points(c)
         hw = c.hardware()
@@ -132,13 +130,16 @@ def roofline_explorer(cfg: pr.PaperTablesConfig) -> LiveFigure:
             points, table, hw.peak_flops, hw.bandwidth, paper.table2_throughput_ratio(), c.response_len
         )
 
-    return LiveFigure(controls.all, controls.read, draw, name="table2_roofline_view", provenance="estimate",
-                      basis=pr.THROUGHPUT_BASIS, title="Table 2: the generation-throughput roofline",
-                      caption="Roofline of decoding for both arms at the hardware shown").show_first()  # fmt: skip
+    return Explorer(draw, controls.all, read=controls.read, name="table2_roofline_view", provenance="estimate",
+                    basis=pr.THROUGHPUT_BASIS,
+                    caption="Roofline of decoding for both arms at the hardware shown")  # fmt: skip
 
 
-def explore(cfg: pr.PaperTablesConfig) -> w.Widget:
-    tabs = w.Tab([tables_explorer().widget, pass_rate_explorer(cfg).widget, roofline_explorer(cfg).widget])
-    for i, title in enumerate(("reported tables", "pass-rate model", "throughput roofline")):
-        tabs.set_title(i, title)
-    return tabs
+def explore(cfg: pr.PaperTablesConfig) -> Explorers:
+    return Explorers(
+        {
+            "reported tables": tables_explorer(),
+            "pass-rate model": pass_rate_explorer(cfg),
+            "throughput roofline": roofline_explorer(cfg),
+        }
+    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipywidgets as w
 import pandas as pd
 
-from brorl_lib.explore.live import LiveFigure
+from brorl_lib.explore.interact import Explorer, Explorers
 from brorl_lib.rlvr import study_phase2, study_plots, study_report
 from brorl_lib.rlvr import update_quality as uq
 from brorl_lib.rlvr.study_config import CountdownStudyConfig
@@ -59,15 +59,15 @@ def quality_view(cfg: CountdownStudyConfig):
             "bands": _chosen("bands", values["bands"]),
         }
 
-    def draw(params: dict, progress) -> object:
+    def draw(params: dict) -> object:
         pick = summary[(summary["checkpoint"] == params["checkpoint"]) & summary["q_band"].isin(params["bands"])]
         return study_plots.update_quality(pick, params["measure"])
 
-    return LiveFigure(
-        controls, read, draw, name="laptop_rlvr_update_quality_view", provenance=PROVENANCE,
+    return Explorer(
+        draw, controls, read=read, name="laptop_rlvr_update_quality_view", provenance=PROVENANCE,
         caption="Update quality at one checkpoint against N per S, chosen q bands, one standard error",
         title=f"Update quality in {cfg.runs_dir}",
-    ).show_first()  # fmt: skip
+    )  # fmt: skip
 
 
 def arms_view(cfg: CountdownStudyConfig):
@@ -82,18 +82,15 @@ def arms_view(cfg: CountdownStudyConfig):
     def read(values: dict) -> dict:
         return {"arms": _chosen("arms", values["arms"]), "seeds": _chosen("seeds", values["seeds"])}
 
-    def draw(params: dict, progress) -> object:
+    def draw(params: dict) -> object:
         return study_plots.curves(table[table["label"].isin(params["arms"]) & table["seed"].isin(params["seeds"])])
 
-    return LiveFigure(
-        controls, read, draw, name="laptop_rlvr_arms_view", provenance=PROVENANCE,
+    return Explorer(
+        draw, controls, read=read, name="laptop_rlvr_arms_view", provenance=PROVENANCE,
         caption="Held-out pass@1 against generated samples for the chosen arms, mean over the chosen seeds",
         title=f"Phase-2 runs in {cfg.runs_dir}",
-    ).show_first()  # fmt: skip
+    )  # fmt: skip
 
 
-def explore(cfg: CountdownStudyConfig) -> w.Widget:
-    tabs = w.Tab([quality_view(cfg).widget, arms_view(cfg).widget])
-    for i, title in enumerate(("update quality", "phase-2 arms")):
-        tabs.set_title(i, title)
-    return tabs
+def explore(cfg: CountdownStudyConfig) -> Explorers:
+    return Explorers({"update quality": quality_view(cfg), "phase-2 arms": arms_view(cfg)})

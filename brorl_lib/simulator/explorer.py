@@ -1,8 +1,8 @@
 """Notebook 02's explore section: the simulator at a small vocabulary, redrawn as its settings move.
 
 The controls (N, learning rate, vocabulary and correct-set size, steps, seed) come from ``SimulatorConfig``'s
-declarations. Settings whose work is within ``LIVE_WORK`` redraw at once (about 1 s on 2 cores); larger ones,
-up to the paper's 128,000 tokens, wait for the Run button and show a progress bar and a Stop button.
+declarations. Every setting waits for the Draw button (about 1 s on 2 cores at the start; up to the paper's
+128,000 tokens, with a progress bar; the kernel's interrupt stops a run).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 
 from brorl_lib.explore.controls import ConfigControls
-from brorl_lib.explore.live import LiveFigure, Progress
+from brorl_lib.explore.interact import Explorer, Explorers
 from brorl_lib.facts import setup as paper_setup
 from brorl_lib.figures.plotting import pt
 from brorl_lib.simulator import plots as simulator_plots
@@ -30,14 +30,7 @@ START = {
 }
 ROLLOUT_OPTIONS = tuple(sorted({2, 4, 8, 16, 64, 512, 4096, *paper_setup.SIM_ROLLOUT_SIZES}))
 STEP_OPTIONS = (50, 100, 200, 500, 1000, 2000)
-LIVE_WORK = 20_000_000  # steps x (runs x vocabulary + draws) redrawn at once: under 1 s on 2 cores (float64)
 MAX_BATCH_ROWS = 16  # runs simulated together (runner.simulate's default)
-
-
-def work(cfg: sr.SimulatorConfig) -> int:
-    """Numbers touched by a Figure 3 run of these settings: steps x (runs x vocabulary + draws)."""
-    runs = len(cfg.rollouts) * len(cfg.seeds)
-    return cfg.steps * (runs * cfg.vocab_size + sum(cfg.rollouts) * len(cfg.seeds))
 
 
 def start_config(cfg: sr.SimulatorConfig) -> sr.SimulatorConfig:
@@ -45,18 +38,16 @@ def start_config(cfg: sr.SimulatorConfig) -> sr.SimulatorConfig:
     return sr.SimulatorConfig(**{**cfg.as_dict(), **START})
 
 
-def draw_figure3(cfg: sr.SimulatorConfig, progress: Progress) -> plt.Figure:
-    """Figure 3 for ``cfg``'s rollouts and seeds, advancing ``progress`` per simulated step."""
-    batches = -(-len(cfg.rollouts) * len(cfg.seeds) // MAX_BATCH_ROWS)
-    progress.start(cfg.steps * batches, "steps")
-    runs = simulate(cfg.settings(), cfg.rollouts, cfg.seeds, MAX_BATCH_ROWS, progress=False, on_step=progress.advance)
+def draw_figure3(cfg: sr.SimulatorConfig, progress: bool = True) -> plt.Figure:
+    """Figure 3 for ``cfg``'s rollouts and seeds (with tqdm's progress bar over the steps when ``progress``)."""
+    runs = simulate(cfg.settings(), cfg.rollouts, cfg.seeds, MAX_BATCH_ROWS, progress=progress)
     fig = simulator_plots.figure3(runs)
     fig.suptitle(f"V = {cfg.vocab_size:,}, {cfg.n_correct:,} correct, lr {cfg.lr:g}, {cfg.steps} steps", fontsize=pt(8))
     return fig
 
 
-def figure3_explorer(cfg: sr.SimulatorConfig) -> LiveFigure:
-    """Figure 3 live at a small vocabulary; larger settings behind Run, with progress and Stop."""
+def figure3_explorer(cfg: sr.SimulatorConfig) -> Explorer:
+    """Figure 3 at a small vocabulary to start, drawn when Draw is pressed."""
     base = start_config(cfg)
     controls = ConfigControls(
         base,
@@ -69,17 +60,16 @@ def figure3_explorer(cfg: sr.SimulatorConfig) -> LiveFigure:
             "seeds": {},
         },
     )
-    return LiveFigure(
+    return Explorer(
+        lambda params: draw_figure3(params["_config"]),
         controls.all,
-        controls.read,
-        lambda params, progress: draw_figure3(params["_config"], progress),
+        read=controls.read,
         name="fig3_simulator_view",
         provenance=lambda params: params["_config"].provenance(),
         caption="Figure 3 of the simulator at the settings shown",
-        live=lambda params: work(params["_config"]) <= LIVE_WORK,
-        title="Figure 3, live (larger settings: Run)",
-    ).show_first()
+        manual=True,
+    )
 
 
-def explore(cfg: sr.SimulatorConfig):
-    return figure3_explorer(cfg).widget
+def explore(cfg: sr.SimulatorConfig) -> Explorers:
+    return Explorers({"Figure 3": figure3_explorer(cfg)})

@@ -10,7 +10,7 @@ import ipywidgets as w
 import matplotlib.pyplot as plt
 
 from brorl_lib.explore.controls import ConfigControls, powers_of_two
-from brorl_lib.explore.live import LiveFigure, Progress
+from brorl_lib.explore.interact import Explorer, Explorers
 from brorl_lib.facts import theorem as theory
 from brorl_lib.figures import palette
 from brorl_lib.figures.plotting import new_figure
@@ -37,7 +37,7 @@ def _moment(description: str) -> w.FloatLogSlider:
     return w.FloatLogSlider(value=1e-3, base=10, min=-8, max=0, step=0.1, readout_format=".1e", description=description)
 
 
-def terms_explorer(cfg: tr.TheoryConfig) -> LiveFigure:
+def terms_explorer(cfg: tr.TheoryConfig) -> Explorer:
     """Theorem 1's terms from free statistics: N, S_R, Q_pos and the four second moments; rewards as declared."""
     controls = ConfigControls(
         cfg,
@@ -65,7 +65,7 @@ def terms_explorer(cfg: tr.TheoryConfig) -> LiveFigure:
             )
         return params
 
-    def draw(params: dict, progress: Progress) -> plt.Figure:
+    def draw(params: dict) -> plt.Figure:
         c = params["_config"]
         terms = theory.terms_from_stats(
             params["q_pos"],
@@ -81,18 +81,17 @@ def terms_explorer(cfg: tr.TheoryConfig) -> LiveFigure:
         )
         return plot_terms({k: float(v) for k, v in terms.items()}, f"N = {params['n']}")
 
-    return LiveFigure(
-        controls.all,
-        read,
+    return Explorer(
         draw,
+        controls.all,
+        read=read,
         name="theory_terms_view",
         provenance=PROVENANCE,
-        title="Theorem 1's three terms",
         caption="Theorem 1's three terms from free batch statistics",
-    ).show_first()
+    )
 
 
-def sign_map_explorer(cfg: tr.TheoryConfig) -> LiveFigure:
+def sign_map_explorer(cfg: tr.TheoryConfig) -> Explorer:
     """The sign map of ΔQ_pos over S_R and the unsampled split, for the Figure 2 batch at a chosen N."""
     n_param = cfg.parameter("example_n_rollouts")
     controls = ConfigControls(
@@ -107,26 +106,22 @@ def sign_map_explorer(cfg: tr.TheoryConfig) -> LiveFigure:
         },
     )
 
-    def draw(params: dict, progress: Progress) -> plt.Figure:
+    def draw(params: dict) -> plt.Figure:
         c = params["_config"]
         batch, _ = tr.example_batch(c)
         grid, points = tr.sign_map(c, batch, rollouts=(c.example_n_rollouts,))
         return theory_plots.sign_map(grid, points)
 
-    return LiveFigure(
-        controls.all,
-        controls.read,
+    return Explorer(
         draw,
+        controls.all,
+        read=controls.read,
         name="theory_sign_map_view",
         provenance=PROVENANCE,
-        title="Sign map of ΔQ_pos over S_R at N",
         caption="Sign map of Delta Q_pos over the batch mood at N",
-    ).show_first()
+    )
 
 
-def explore(cfg: tr.TheoryConfig) -> w.Widget:
+def explore(cfg: tr.TheoryConfig) -> Explorers:
     """Both explorers, one tab each."""
-    tabs = w.Tab([terms_explorer(cfg).widget, sign_map_explorer(cfg).widget])
-    for i, title in enumerate(("three terms", "sign map")):
-        tabs.set_title(i, title)
-    return tabs
+    return Explorers({"three terms": terms_explorer(cfg), "sign map": sign_map_explorer(cfg)})

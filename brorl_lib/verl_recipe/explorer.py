@@ -17,7 +17,7 @@ import pandas as pd
 
 from brorl_lib.core.paths import REPO_ROOT
 from brorl_lib.explore.controls import ConfigControls, powers_of_two
-from brorl_lib.explore.live import LiveFigure, Progress
+from brorl_lib.explore.interact import Explorer, Explorers
 from brorl_lib.figures import palette
 from brorl_lib.figures.plotting import new_figure, pt
 from brorl_lib.verl_recipe import configs
@@ -85,7 +85,7 @@ def diff_html(diff: pd.DataFrame, arm_name: str) -> str:
     )
 
 
-def plan_explorer(cfg: vr.VerlTrainingConfig) -> LiveFigure:
+def plan_explorer(cfg: vr.VerlTrainingConfig) -> Explorer:
     rollouts = {"options": powers_of_two(cfg.parameter("prorl_rollouts"), low=4, high=4096)}
     prompts = {"options": powers_of_two(cfg.parameter("prorl_prompts_per_step"), low=16, high=4096)}
     controls = ConfigControls(
@@ -101,22 +101,21 @@ def plan_explorer(cfg: vr.VerlTrainingConfig) -> LiveFigure:
         extra={"diff_arm": w.Dropdown(options=list(cfg.arms), value=cfg.arms[-1], description="config diff of")},
     )
 
-    def draw(params: dict, progress: Progress):
+    def draw(params: dict):
         c = params["_config"]
         fig = plan_figure(vr.plan_table(c))
         return fig, diff_html(diff_from_defaults(c, params["diff_arm"]), params["diff_arm"])
 
-    return LiveFigure(
-        controls.all,
-        controls.read,
+    return Explorer(
         draw,
+        controls.all,
+        read=controls.read,
         name="verl_plan_view",
         provenance=PROVENANCE,
         basis=vr.PLAN_BASIS,
         caption="Cluster plan: samples per step and estimated hours (from Table 1's reported hours per step)",
-        title="The cluster plan",
-    ).show_first()
+    )
 
 
-def explore(cfg: vr.VerlTrainingConfig):
-    return plan_explorer(cfg).widget
+def explore(cfg: vr.VerlTrainingConfig) -> Explorers:
+    return Explorers({"cluster plan": plan_explorer(cfg)})

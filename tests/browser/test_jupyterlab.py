@@ -59,8 +59,8 @@ LAB_SETTINGS = {  # every cell in the page (no windowing), and no news or update
 def _move(page, explore) -> None:
     """Move one control of the notebook's first explorer (per notebook: the simplest control to drive)."""
     name = page.url.split("?")[0].split("/")[-1].removesuffix(".ipynb")
-    live = explore.locator(".brorl-live").first
-    if name == "02_simulator":  # seeds: a text control, read like -p seeds=...
+    live = explore.locator(".brorl-explore").first
+    if name == "02_simulator":  # seeds: a text control, read like -p seeds=...; Enter draws (ipywidgets' own)
         box = live.locator(".widget-text", has_text="seeds").locator("input")
         box.fill("0, 1")
         box.press("Enter")
@@ -75,8 +75,10 @@ def _move(page, explore) -> None:
 
 
 def _snapshot(live) -> str:
-    """What the explorer shows: its figure and the table under it (not the status line)."""
-    return live.locator("img").first.get_attribute("src") + live.locator(".brorl-live-note").inner_text()
+    """What the explorer shows: its figure and the text under it."""
+    return (live.locator(".widget-output img").first.get_attribute("src") or "") + live.locator(
+        ".widget-output"
+    ).first.inner_text()
 
 
 def _free_port() -> int:
@@ -301,7 +303,8 @@ def _errors(page) -> list[str]:
     found = [t for t in found if "Traceback" in t or "Error" in t]
     found += page.locator(".jp-RenderedText[data-mime-type='application/vnd.jupyter.error']").all_inner_texts()
     found += [t for t in page.locator(".jp-OutputArea-output").all_inner_texts() if "Error displaying widget" in t]
-    found += page.locator(".brorl-live-message pre[style*='b00020']").all_inner_texts()
+    said = page.locator(".brorl-explore .widget-output .jp-OutputArea-output").all_inner_texts()
+    found += [t for t in said if t.startswith(("ValueError", "stopped"))]
     return found
 
 
@@ -323,18 +326,15 @@ def _check(page, url: str, token: str, name: str) -> list[str]:
     errors = _errors(page)
     if errors:
         return [f"{name}: after running all cells, {_state(page, url, token, name)} (page: {errors[0][-300:]!r})"]
-    explore = page.locator(".jp-CodeCell", has=page.locator(".brorl-live")).last
-    live = explore.locator(".brorl-live").first
-    live.locator("img[src^='blob:'], img[src^='data:']").first.wait_for(timeout=30_000)
+    explore = page.locator(".jp-CodeCell", has=page.locator(".brorl-explore")).last
+    live = explore.locator(".brorl-explore").first
+    live.locator(".widget-output img[src^='blob:'], .widget-output img[src^='data:']").first.wait_for(timeout=30_000)
     before = _snapshot(live)
     _move(page, explore)
     deadline = time.monotonic() + 30
     while _snapshot(live) == before and time.monotonic() < deadline:
         time.sleep(0.3)
     changed = _snapshot(live) != before
-    message = live.locator(".brorl-live-message")
-    while "…" in message.inner_text() and time.monotonic() < deadline:  # "drawing…" until it is shown
-        time.sleep(0.3)
     explore.scroll_into_view_if_needed()
     explore.screenshot(path=str(SHOTS / f"{name}.png"))
     problems = [] if changed else [f"{name}: moving a control did not change the explore output"]
