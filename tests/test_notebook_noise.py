@@ -1,4 +1,5 @@
-"""Per-run noise out of executed notebooks: progress bars (with and without a total) go with their widget state."""
+"""Per-run noise out of executed notebooks: progress bars (with and without a total) go with their widget state;
+papermill's injected cell keeps one id."""
 
 import copy
 
@@ -30,6 +31,16 @@ def test_progress_bars_go_and_the_explorers_widgets_stay_renumbered():
     assert [o["data"]["text/plain"] for o in cell.outputs] == ["IntSlider(value=3)"]
     kept = nb.metadata["widgets"][noise.WIDGET_STATE]["state"]
     assert list(kept) == [f"{1:032x}"] and cell.outputs[0]["data"][noise.WIDGET_VIEW]["model_id"] == f"{1:032x}"
+
+
+def test_the_injected_parameters_cell_gets_one_id_whatever_papermill_drew():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = 1", metadata={"tags": ["parameters"]}) for _ in range(2)]
+    nb.cells[1].metadata["tags"] = [noise.INJECTED]
+    first = nb.cells[0].id
+    noise.strip_noise(nb)
+    assert nb.cells[1].id == noise.INJECTED and nb.cells[0].id == first
+    nbformat.validate(nb)
 
 
 @pytest.mark.parametrize("spec", NOTEBOOKS, ids=lambda s: s.name)

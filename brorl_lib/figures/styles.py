@@ -3,7 +3,7 @@
 A style is matplotlib's rcParams (fonts, sizes, lines, colours) and two widths in inches: ``column`` (a
 figure the paper sets in one column) and ``full`` (the text width). ``paper`` is the companion's own style,
 the one ``figures/`` is made with; the others re-draw the same figures for another venue
-(``python -m brorl_lib run NAME --style STYLE --out DIR``, or the *Save figure* row of an explorer).
+(``python -m brorl_lib run NAME --style STYLE --out DIR``, or an explorer's ``save(style=...)``).
 
 ``resolve(text)`` reads a preset name or a style file and refuses bad input (an unknown name, a missing or
 malformed file, a font this machine lacks) with a ``ValueError`` naming the flag, before anything runs. The

@@ -1,9 +1,9 @@
 """Per-run noise out of an executed notebook, so that re-executing it changes only what its outputs say.
 
-Three kinds: papermill's timestamps and durations (cell and notebook metadata); progress bars (a tqdm bar
-is a widget whose saved state holds elapsed times and rates); and widget model ids, which are random on
-every run. Progress bars are dropped with their widget state; the ids of the widgets that stay (sliders of
-an explorer) are renumbered in order of appearance.
+Four kinds: papermill's timestamps and durations (cell and notebook metadata); the id of papermill's injected
+parameters cell, new on every run; progress bars (a tqdm bar is a widget whose saved state holds elapsed times
+and rates); and widget model ids, which are random on every run. Progress bars are dropped with their widget
+state; the ids of the widgets that stay (sliders of an explorer) are renumbered in order of appearance.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 # tqdm's "[00:01<00:02, 3.4it/s]", or "[00:00, ?it/s]" for a bar without a total (an empty loop among them)
 _PROGRESS_BAR = re.compile(r"\[\d+:\d+(:\d+)?(<[^\]]*|, [^\]]*)\]\s*$")
 _MODEL_REF = "IPY_MODEL_"
+INJECTED = "injected-parameters"  # papermill's tag of the cell it injects; here also that cell's fixed id
 
 
 def _is_progress_bar(output: dict) -> bool:
@@ -40,12 +41,15 @@ def _referenced(state: dict, roots: list[str]) -> list[str]:
 
 
 def strip_noise(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """Remove run metadata and progress bars, and renumber widget ids (in place; ``nb`` is returned)."""
+    """Remove run metadata and progress bars, fix the injected cell's id and renumber widget ids (in place; ``nb``
+    is returned)."""
     nb.metadata.pop("papermill", None)
     roots = []
     for cell in nb.cells:
         cell.metadata.pop("papermill", None)
         cell.metadata.pop("execution", None)
+        if INJECTED in cell.metadata.get("tags", []):
+            cell.id = INJECTED
         if cell.cell_type != "code":
             continue
         cell.outputs = [o for o in cell.outputs if not _is_progress_bar(o)]

@@ -1,4 +1,4 @@
-"""Notebook 02's explore section: the simulator at a small vocabulary, redrawn as its settings move.
+"""Notebook 02's explore section: the simulator at a small vocabulary to start, drawn on its Draw button.
 
 The controls (N, learning rate, vocabulary and correct-set size, steps, seed) come from ``SimulatorConfig``'s
 declarations. Every setting waits for the Draw button (about 1 s on 2 cores at the start; up to the paper's
