@@ -332,9 +332,10 @@ def _check(page, url: str, token: str, name: str) -> list[str]:
     before = _snapshot(live)
     _move(page, explore)
     deadline = time.monotonic() + 30
-    while _snapshot(live) == before and time.monotonic() < deadline:
+    figure = live.locator(".widget-output img")  # gone while a draw shows only its progress bar
+    while (_snapshot(live) == before or not figure.count()) and time.monotonic() < deadline:
         time.sleep(0.3)
-    changed = _snapshot(live) != before
+    changed = _snapshot(live) != before and figure.count() > 0
     explore.scroll_into_view_if_needed()
     explore.screenshot(path=str(SHOTS / f"{name}.png"))
     problems = [] if changed else [f"{name}: moving a control did not change the explore output"]
