@@ -30,7 +30,6 @@ START = {
 }
 ROLLOUT_OPTIONS = tuple(sorted({2, 4, 8, 16, 64, 512, 4096, *paper_setup.SIM_ROLLOUT_SIZES}))
 STEP_OPTIONS = (50, 100, 200, 500, 1000, 2000)
-MAX_BATCH_ROWS = 16  # runs simulated together (runner.simulate's default)
 
 
 def start_config(cfg: sr.SimulatorConfig) -> sr.SimulatorConfig:
@@ -38,9 +37,9 @@ def start_config(cfg: sr.SimulatorConfig) -> sr.SimulatorConfig:
     return sr.SimulatorConfig(**{**cfg.as_dict(), **START})
 
 
-def draw_figure3(cfg: sr.SimulatorConfig, progress: bool = True) -> plt.Figure:
-    """Figure 3 for ``cfg``'s rollouts and seeds (with tqdm's progress bar over the steps when ``progress``)."""
-    runs = simulate(cfg.settings(), cfg.rollouts, cfg.seeds, MAX_BATCH_ROWS, progress=progress)
+def draw_figure3(cfg: sr.SimulatorConfig) -> plt.Figure:
+    """Figure 3 for ``cfg``'s rollouts and seeds, with tqdm's progress bar over the steps."""
+    runs = simulate(cfg.settings(), cfg.rollouts, cfg.seeds)
     fig = simulator_plots.figure3(runs)
     fig.suptitle(f"V = {cfg.vocab_size:,}, {cfg.n_correct:,} correct, lr {cfg.lr:g}, {cfg.steps} steps", fontsize=pt(8))
     return fig
