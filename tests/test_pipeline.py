@@ -1,6 +1,9 @@
 """The papermill pipeline on a tiny real notebook: skip, re-run, failure, manifest, status."""
 
+import _thread
 import json
+import threading
+import time
 from dataclasses import dataclass
 
 import nbformat
@@ -12,7 +15,7 @@ from brorl_lib.core.paths import REPO_ROOT
 from brorl_lib.core.profiles import Plan, load_profile, plan_run
 from brorl_lib.core.registry import NotebookSpec, get_notebook
 from brorl_lib.core.validation import check_int
-from brorl_lib.pipeline import execute, hashing, manifest
+from brorl_lib.pipeline import cli, execute, hashing, manifest
 from brorl_lib.pipeline import runner as pipeline
 
 
@@ -30,20 +33,27 @@ TINY_CELLS = [
     ("import pandas as pd\nfrom brorl_lib.core.table_files import save_table", []),
     ('save_table(pd.DataFrame({"x": [x]}), "tiny", provenance="reproduced", caption="tiny")', []),
     ('if fail:\n    raise RuntimeError("requested failure")', []),
+    ("if x == SLOW:\n    import time\n\n    time.sleep(120)", []),
 ]
+SLOW = 99  # x that makes the tiny notebook sleep
+
+
+def write_tiny(folder, name="tiny"):
+    """The tiny notebook as ``folder/name.ipynb``, writing the table ``name``."""
+    nb = nbformat.v4.new_notebook()
+    for src, tags in TINY_CELLS:
+        cell = nbformat.v4.new_code_cell(src.replace('"tiny"', f'"{name}"').replace("SLOW", str(SLOW)))
+        cell.metadata["tags"] = tags
+        nb.cells.append(cell)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    folder.mkdir(exist_ok=True)
+    nbformat.write(nb, folder / f"{name}.ipynb")
 
 
 @pytest.fixture
 def tiny(tmp_path, monkeypatch):
     """A one-table notebook, its spec, and a build folder of its own."""
-    nb = nbformat.v4.new_notebook()
-    for src, tags in TINY_CELLS:
-        cell = nbformat.v4.new_code_cell(src)
-        cell.metadata["tags"] = tags
-        nb.cells.append(cell)
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    (tmp_path / "nb").mkdir()
-    nbformat.write(nb, tmp_path / "nb" / "tiny.ipynb")
+    write_tiny(tmp_path / "nb")
     lib = tmp_path / "lib.py"
     lib.write_text("VERSION = 1\n")
     monkeypatch.setattr(pipeline, "BUILD_DIR", tmp_path / "build")
@@ -89,6 +99,41 @@ def test_timeout_kills_the_run(tiny):
     with pytest.raises(pipeline.NotebookFailed, match="ran past its timeout of 1 s"):
         pipeline.run_notebook(slow, out, log_output=False)
     assert not out.exists()
+
+
+def test_side_by_side_runs_enter_every_file(tiny):
+    spec, out, _ = tiny
+    write_tiny(spec.directory, "tiny_b")
+    other = NotebookSpec("tiny_b", "another", spec.config, directory=spec.directory, timeout_s=120)
+    results = cli.run_all([plan(spec, x=1), plan(other, x=2)], out, pipeline.DEFAULT_LOOK, 2, False, False)
+    assert [(r.name, r.status) for r in results] == [("tiny", "ran"), ("tiny_b", "ran")]
+    recorded = manifest.load(out)["artifacts"]
+    assert sorted(recorded) == sorted(f"{n}.{k}" for n in ("tiny", "tiny_b") for k in ("csv", "md", "tex"))
+    assert pd.read_csv(out / "tiny_b.csv")["x"].tolist() == [2]
+    again = cli.run_all([plan(spec, x=1), plan(other, x=2)], out, pipeline.DEFAULT_LOOK, 2, False, False)
+    assert [r.status for r in again] == ["skipped", "skipped"]
+
+
+def test_a_failure_starts_no_further_notebook_and_keeps_what_finished(tiny):
+    spec, out, _ = tiny
+    for name in ("tiny_b", "tiny_c"):
+        write_tiny(spec.directory, name)
+    b, c = (NotebookSpec(n, n, spec.config, directory=spec.directory, timeout_s=120) for n in ("tiny_b", "tiny_c"))
+    with pytest.raises(pipeline.NotebookFailed, match="notebook tiny_b failed in code cell 4"):
+        plans = [plan(spec, x=1), plan(b, x=1, fail=True), plan(c, x=1)]
+        cli.run_all(plans, out, pipeline.DEFAULT_LOOK, 1, False, False)
+    assert sorted(manifest.load(out)["artifacts"]) == ["tiny.csv", "tiny.md", "tiny.tex"]
+
+
+def test_an_interrupt_stops_the_running_kernels(tiny):
+    spec, out, _ = tiny
+    timer = threading.Timer(8.0, _thread.interrupt_main)  # the kernel has started and sleeps by then
+    start = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        cli.run_all([plan(spec, x=SLOW, fail=False)], out, pipeline.DEFAULT_LOOK, 1, False, False)
+    assert time.monotonic() - start < 60 and not pipeline._RUNNING
+    assert not out.exists()  # nothing entered
 
 
 def test_library_files_follow_imports():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -60,6 +61,12 @@ def _parser(with_help: bool = True) -> argparse.ArgumentParser:
         p.add_argument("--force", action="store_true", help="run even if inputs are unchanged")
         p.add_argument("--quiet", action="store_true", help="do not stream cell output")
         p.add_argument(
+            "--jobs",
+            type=int,
+            help="notebooks run side by side (default: one per CPU, at most the number run); each is its own "
+            "kernel, so the files are the same bytes; cell output is streamed only when one runs at a time",
+        )
+        p.add_argument(
             "--style",
             help="re-draw the figures in another style: a preset ("
             + _style_presets(with_help)
@@ -88,7 +95,8 @@ def _parser(with_help: bool = True) -> argparse.ArgumentParser:
     add_run_args(run, "quick")
     reproduce = sub.add_parser(
         "reproduce",
-        help="run every notebook in order (skipping those verified here with unchanged inputs); each run says "
+        help="run every notebook, started in order, one per CPU at a time (skipping those verified here with "
+        "unchanged inputs); each run says "
         "whether it wrote the same bytes as the files it replaced; rebuilds a damaged manifest",
     )
     add_run_args(reproduce, destination.FIGURES_PROFILE)
@@ -179,13 +187,16 @@ def _run(names: list[str], args, pairs: list[tuple[str, str]], rebuild_manifest:
     Every name, value and option is checked before the figure and notebook machinery loads."""
     if pairs and len(names) != 1:
         raise ValueError("-p/--parameter applies to one notebook; name exactly one")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"notebook {twice[0]!r} is named twice: name each notebook once")
     overrides = dict(parse_override(get_notebook(names[0]), k, v) for k, v in pairs)
     plans = [plan_run(get_notebook(n), args.profile, overrides) for n in names]  # all checks first
-    from brorl_lib.core import variants
-    from brorl_lib.core.artifacts import changes_text
+    if args.jobs is not None and args.jobs < 1:
+        raise ValueError(f"--jobs {args.jobs} is not allowed: expected how many notebooks run at once, at least 1")
     from brorl_lib.figures import styles
     from brorl_lib.pipeline import manifest
-    from brorl_lib.pipeline.runner import Look, check_look, run_notebook, set_aside_damaged_manifest
+    from brorl_lib.pipeline.runner import Look, check_look, set_aside_damaged_manifest
 
     look = Look(
         styles.resolve(args.style, "--style") if args.style is not None else styles.PAPER,
@@ -205,25 +216,8 @@ def _run(names: list[str], args, pairs: list[tuple[str, str]], rebuild_manifest:
         kept = set_aside_damaged_manifest(out)
         problem = str(err).split("; ")[0]
         print(f"warning: {problem}; moved it to {manifest.shown(kept)}; rebuilding it from this run", file=sys.stderr)
-    results = []
-    for i, plan in enumerate(plans, 1):
-        print(f"[{i}/{len(plans)}] {plan.spec.name} (profile {plan.profile}, timeout {plan.timeout_s} s)", flush=True)
-        variant = variants.describe(plan.spec, plan.profile, plan.parameters)
-        if variant:
-            print(
-                f"[{i}/{len(plans)}] {plan.spec.name}: a variant of the {variant['profile']} profile "
-                f"({changes_text(variant['changed'])}): its reproduced and scaled-down artifacts are stamped variant",
-                flush=True,
-            )
-        if not look.is_default:
-            print(f"[{i}/{len(plans)}] figures in style {look.style.label} as {', '.join(look.formats)}", flush=True)
-        result = run_notebook(plan, out, force=args.force, log_output=not args.quiet, look=look)
-        results.append(result)
-        if result.status == "skipped":
-            verb = f"inputs unchanged since its last run here, skipped; {len(result.files)} files"
-        else:
-            verb = f"done in {result.wall_time_s} s; {_verdict(result)}"
-        print(f"[{i}/{len(plans)}] {plan.spec.name}: {verb}", flush=True)
+    jobs = min(args.jobs or os.cpu_count() or 1, len(plans))
+    results = run_all(plans, out, look, jobs, force=args.force, log_output=not args.quiet and jobs == 1)
     if len(results) > 1:
         ran = [r for r in results if r.status == "ran"]
         print(
@@ -233,6 +227,66 @@ def _run(names: list[str], args, pairs: list[tuple[str, str]], rebuild_manifest:
         )
     print(f"artifacts: {destination.shown(out)}/ (manifest: {destination.shown(manifest.path_of(out))})", flush=True)
     return 0
+
+
+def _started(i: int, plans: list, look) -> None:
+    """Say which notebook starts, with what profile and timeout, and how it differs from a committed run."""
+    from brorl_lib.core import variants
+    from brorl_lib.core.artifacts import changes_text
+
+    plan, n = plans[i - 1], len(plans)
+    print(f"[{i}/{n}] {plan.spec.name} (profile {plan.profile}, timeout {plan.timeout_s} s)", flush=True)
+    variant = variants.describe(plan.spec, plan.profile, plan.parameters)
+    if variant:
+        print(
+            f"[{i}/{n}] {plan.spec.name}: a variant of the {variant['profile']} profile "
+            f"({changes_text(variant['changed'])}): its reproduced and scaled-down artifacts are stamped variant",
+            flush=True,
+        )
+    if not look.is_default:
+        print(f"[{i}/{n}] figures in style {look.style.label} as {', '.join(look.formats)}", flush=True)
+
+
+def _finished(i: int, n: int, result: RunResult) -> None:
+    if result.status == "skipped":
+        verb = f"inputs unchanged since its last run here, skipped; {len(result.files)} files"
+    else:
+        verb = f"done in {result.wall_time_s} s; {_verdict(result)}"
+    print(f"[{i}/{n}] {result.name}: {verb}", flush=True)
+
+
+def run_all(plans: list, out: Path, look, jobs: int, force: bool, log_output: bool) -> list[RunResult]:
+    """Run ``plans`` into ``out``, ``jobs`` side by side (each notebook its own kernel; their files are entered
+    one notebook at a time). A failure or an interrupt starts no further notebook, stops the running ones and
+    keeps what finished."""
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    from brorl_lib.pipeline.runner import run_notebook, stop_running
+
+    results: dict[int, RunResult] = {}
+    pool = ThreadPoolExecutor(max_workers=jobs)
+
+    def one(i: int) -> RunResult:
+        _started(i, plans, look)
+        return run_notebook(plans[i - 1], out, force=force, log_output=log_output, look=look)
+
+    waiting, running = list(range(1, len(plans) + 1)), {}
+    try:
+        while waiting or running:
+            while waiting and len(running) < jobs:  # started here, one at a time, so a failure starts none after it
+                i = waiting.pop(0)
+                running[pool.submit(one, i)] = i
+            done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)  # woken to take an interrupt
+            for future in done:
+                i = running.pop(future)
+                results[i] = future.result()  # a failure raises here
+                _finished(i, len(plans), results[i])
+    except BaseException:
+        stop_running()
+        raise
+    finally:
+        pool.shutdown(wait=True)
+    return [results[i] for i in sorted(results)]
 
 
 def _cmd_status(out: Path, check: bool) -> int:

@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,8 @@ from brorl_lib.pipeline.hashing import input_hashes, sha256_file
 from brorl_lib.pipeline.notebook_noise import strip_noise
 
 STATE_FILE = BUILD_DIR / "state.json"
+_SHARED = threading.Lock()  # runs side by side (``pipeline.cli.run_all``) take turns with manifest, state and log
+_RUNNING: set[subprocess.Popen] = set()  # the notebooks' processes running now
 
 
 class NotebookFailed(RuntimeError):
@@ -169,16 +172,35 @@ def _execute(plan: Plan, staging: Path, executed: Path, log_output: bool, look: 
     env[styles.FORMATS_ENV] = ",".join(look.formats)
     env[styles.STAMP_ENV] = "1" if look.stamp else "0"
     proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+    _RUNNING.add(proc)
     try:
-        rc = proc.wait(timeout=plan.timeout_s)
+        return proc.wait(timeout=plan.timeout_s)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        _kill(proc)
         raise NotebookFailed(
             f"notebook {plan.spec.name} ran past its timeout of {plan.timeout_s} s "
             f"(set timeout_s for it in params/{plan.profile}.yaml); partial copy: {executed}"
         ) from None
-    return rc
+    except BaseException:  # an interrupt: the kernel runs in a session of its own, so it is stopped here
+        _kill(proc)
+        raise
+    finally:
+        _RUNNING.discard(proc)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """Kill ``proc``'s process group (papermill and its kernel) and reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def stop_running() -> None:
+    """Kill every notebook process running now (an interrupted or failed ``run_all``)."""
+    for proc in list(_RUNNING):
+        _kill(proc)
 
 
 def set_aside_damaged_manifest(out_dir: Path) -> Path | None:
@@ -222,11 +244,12 @@ def run_notebook(
     out_dir = Path(out_dir)
     check_look(look, out_dir)
     hashes = input_hashes(plan.spec, plan.parameters)
-    man = manifest.load(out_dir)  # an unreadable manifest stops the run here, before any work
-    if not force and is_current(plan, out_dir, hashes, look):
-        result = RunResult(name, "skipped", 0.0, tuple(manifest.files_of(man, name)))
-        _log(plan, out_dir, hashes, result)
-        return result
+    with _SHARED:
+        man = manifest.load(out_dir)  # an unreadable manifest stops the run here, before any work
+        if not force and is_current(plan, out_dir, hashes, look):
+            result = RunResult(name, "skipped", 0.0, tuple(manifest.files_of(man, name)))
+            _log(plan, out_dir, hashes, result)
+            return result
 
     staging = BUILD_DIR / "staging" / name
     shutil.rmtree(staging, ignore_errors=True)
@@ -240,9 +263,18 @@ def run_notebook(
         if partial.exists():
             os.replace(partial, failed)
         message = _failure_message(name, failed)
-        _log(plan, out_dir, hashes, None, message)
+        with _SHARED:
+            _log(plan, out_dir, hashes, None, message)
         raise NotebookFailed(message)
     wall = round(time.perf_counter() - start, 1)
+    with _SHARED:
+        return _enter(plan, out_dir, look, hashes, staging, partial, wall)
+
+
+def _enter(plan: Plan, out_dir: Path, look: Look, hashes: dict, staging: Path, partial: Path, wall: float) -> RunResult:
+    """Move a finished run's files from ``staging`` into ``out_dir`` and enter them in its manifest."""
+    name = plan.spec.name
+    executed_dir = partial.parent
     executed = strip_noise(nbformat.read(partial, as_version=4))
     atomic.write_text(executed_dir / f"{name}.ipynb", nbformat.writes(executed) + "\n")
     if out_dir.resolve() != FIGURES_DIR.resolve():  # a run into its own folder keeps its executed notebook there
