@@ -262,50 +262,57 @@ def _rows(artifact: str) -> pd.DataFrame:
         return pd.DataFrame()
 
 
-def test_the_glance_verdicts_are_the_csv_values(recorded):
+CLAIM_ROWS = {"01_theory": "theory_claim", "02_simulator": "fig3_claim", "03_paper_tables": "paper_claim",
+              "04_laptop_rlvr": "laptop_rlvr_claim", "05_verl_training": "verl_claim"}  # fmt: skip
+
+
+def test_the_glance_rows_are_the_notebooks_claim_rows_and_state_their_tables_numbers(recorded):
     text = book_glance.glance_markdown(recorded, FIGURES_DIR)
-    rows = {
-        c.notebook: line for c in book_glance.CLAIMS for line in text.splitlines() if f"/{c.notebook}.ipynb)" in line
-    }
+    rows = {nb: line for nb in CLAIM_ROWS for line in text.splitlines() if f"/{nb}.ipynb)" in line}
+    claims = {nb: _rows(name).iloc[0] for nb, name in CLAIM_ROWS.items()}
+    for nb, claim in claims.items():
+        for column in ("claim", "verdict", "caveat"):
+            assert book_gallery.escape(claim[column]) in rows[nb]
+        provenance = recorded["artifacts"][f"{CLAIM_ROWS[nb]}.csv"]["provenance"]
+        assert f"| {book_gallery.escape(provenance)} |" in rows[nb]
+        assert f"<{book_gallery.artifact_label(claim['figure'])}>`" in rows[nb]  # a card of the gallery
+    said = {nb: c["verdict"] for nb, c in claims.items()}
     errors = _rows("theory_theorem1_errors")
     worst = errors[errors.vocab_size.astype(str) == "all"]
     for column in ("rel_err_first_order", "rel_err_exact"):
-        assert book_gallery.escape(f"{worst[column].max():.2g}") in rows["01_theory"]
+        assert f"{worst[column].max():.2g}" in said["01_theory"]
     final = _rows("fig3_final")
     for n, mass in zip(final.N, final.correct_mass_mean):
-        assert book_gallery.escape(f"N={n:,}: {mass:.4f}") in rows["02_simulator"]
+        assert f"N={n:,}: {mass:.4f}" in said["02_simulator"]
     checks = _rows("paper_average_checks")
     gap = max(
         (checks.math_recomputed - checks.math_reported).abs().max(),
         (checks.code_recomputed - checks.code_reported).abs().max(),
     )
-    assert book_gallery.escape(f"{gap:.2g}") in rows["03_paper_tables"]
+    assert f"{gap:.2g}" in said["03_paper_tables"]
     verdict = _rows("laptop_rlvr_verdict")
     if verdict.empty:  # no comparison yet: no rows
         verdict = pd.DataFrame(columns=["budget", "comparison", "rates", "direction", "mean"])
     shown = verdict[(verdict.budget == verdict.budget.max()) & ~verdict.comparison.str.contains("plateau")]
     for row in shown.itertuples():
-        said = f"{row.rates} rates, {row.comparison}: {row.direction}, Δpass@1 {row.mean:+.3f}"
-        assert book_gallery.escape(said) in rows["04_laptop_rlvr"]
-    if shown.empty:  # a study still running says so instead of a verdict
-        assert book_gallery.escape(book_glance.WHEN_EMPTY["laptop_rlvr_verdict"]) in rows["04_laptop_rlvr"]
+        assert (
+            f"{row.rates} rates, {row.comparison}: {row.direction}, Δpass@1 {row.mean:+.3f}" in said["04_laptop_rlvr"]
+        )
     plan = _rows("verl_plan")
     for row in plan.itertuples():
-        assert book_gallery.escape(f"{row.expected_hours:,.1f} h") in rows["05_verl_training"]
-    for claim in book_glance.CLAIMS:
-        provenance = recorded["artifacts"][f"{claim.table}.csv"]["provenance"]
-        assert f"| {book_gallery.escape(provenance)} |" in rows[claim.notebook]
-        assert f"<{book_gallery.artifact_label(claim.figure)}>`" in rows[claim.notebook]  # a card of the gallery
+        assert f"{row.expected_hours:,.1f} h" in said["05_verl_training"]
 
 
-def test_a_missing_csv_or_column_makes_its_row_say_so(tmp_path, recorded):
+def test_a_missing_or_malformed_claim_row_makes_its_row_say_so(tmp_path, recorded):
     text = book_glance.glance_markdown(recorded, tmp_path)
-    read = len(book_glance.CLAIMS) + sum(c.conditions is not None for c in book_glance.CLAIMS)  # verdicts, caveats
-    assert text.count("is absent") == read
-    with open(tmp_path / "fig3_final.csv", "w", newline="") as fh:
-        csv.writer(fh).writerows([["N", "mass"], [4, 0.6]])
+    assert text.count("is absent") == len(CLAIM_ROWS)
+    with open(tmp_path / "fig3_claim.csv", "w", newline="") as fh:
+        csv.writer(fh).writerows([["claim", "verdict"], ["more N", "rises"]])
     row = next(ln for ln in book_glance.glance_markdown(recorded, tmp_path).splitlines() if "02_simulator.ipynb" in ln)
-    assert "`fig3_final.csv` has no column" in row and "`correct_mass_mean`" in row and "`N`" not in row
+    assert "fig3_claim.csv` is not one row of claim, verdict, caveat, figure" in row
+    unrecorded = {"artifacts": {k: v for k, v in recorded["artifacts"].items() if not k.startswith("fig3_claim")}}
+    row = next(ln for ln in book_glance.glance_markdown(unrecorded, FIGURES_DIR).splitlines() if "02_simulator" in ln)
+    assert "no claim row in `figures/`" in row
 
 
 # --- the staged tree ---

@@ -426,7 +426,8 @@ def test_the_kl_controls_share_their_colour_the_weaker_weight_a_tint_of_it():
 
 def test_series_without_arm_meaning_take_no_arm_or_n_colour_and_a_control_takes_its_own_n_colour():
     meaning = {*palette.ARMS.values(), *palette.N_COLOURS.values()}
-    assert not meaning & set(palette.SERIES)
+    assert not meaning & set(palette.SERIES) and not meaning & {palette.GOOD, palette.BAD}
+    assert not {palette.GOOD, palette.BAD} & set(palette.SERIES)
     assert not meaning & set(styles.PAPER_RC["axes.prop_cycle"].by_key()["color"])  # matplotlib's own cycle too
     for name, (n, dash, marker, _) in palette.CONTROLS.items():
         style = palette.control(name)

@@ -6,8 +6,8 @@ so the paper's two arms read the same whether a figure names them by method or b
 larger N (the same N, the same shade: the simulator's largest N nearly black). A control arm is drawn in its
 own N's colour with a dash and a marker of its own (``control``), a learning-rate variant as a tint of its
 arm's colour (``tint``), so each reads as its N. Series with no arm meaning (k, p, configurations)
-take colours that no arm and no N has (``SERIES``, from Paul Tol's muted scheme). Reference lines and
-annotations are grey (``INK``, ``RULE``).
+take colours that no arm and no N has (``SERIES``, from Paul Tol's muted scheme), and so do a gain and a loss
+(``GOOD``, ``BAD``). Reference lines and annotations are grey (``INK``, ``RULE``).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ SERIES = ("#332288", "#882255", "#999933", "#44aa99", "#aa4499", "#4d4d4d")  # n
 # olive, teal, purple (Paul Tol's muted scheme) and a dark grey, in order
 INK = "0.2"  # zero lines, reference curves
 RULE = "0.6"  # guides: the paper's N, a budget, a threshold
-GOOD, BAD = GREEN, VERMILLION  # a gain / a loss of correct mass
+GOOD, BAD = "#117733", "#cc6677"  # a gain / a loss of correct mass: Paul Tol's muted green and rose, no N's colour
 
 
 def arm(name: str) -> str:

@@ -265,17 +265,13 @@ def run_all(plans: list, out: Path, look, jobs: int, force: bool, log_output: bo
 
     results: dict[int, RunResult] = {}
     pool = ThreadPoolExecutor(max_workers=jobs)
-
-    def one(i: int) -> RunResult:
-        _started(i, plans, look)
-        return run_notebook(plans[i - 1], out, force=force, log_output=log_output, look=look)
-
     waiting, running = list(range(1, len(plans) + 1)), {}
     try:
         while waiting or running:
             while waiting and len(running) < jobs:  # started here, one at a time, so a failure starts none after it
                 i = waiting.pop(0)
-                running[pool.submit(one, i)] = i
+                _started(i, plans, look)
+                running[pool.submit(run_notebook, plans[i - 1], out, force, log_output, look)] = i
             done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)  # woken to take an interrupt
             for future in done:
                 i = running.pop(future)

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from brorl_lib.core import stats
+from brorl_lib.core.claims import Claim
 from brorl_lib.rlvr import plateau, study
 from brorl_lib.rlvr import study_phase2 as p2
 from brorl_lib.rlvr import update_quality as uq
@@ -486,3 +487,55 @@ def conclusion(verdict_table: pd.DataFrame, verdict_t: dict, status: dict[str, i
             f"the held-out prompts -> {r['direction']}"
         )
     return lines
+
+
+NO_COMPARISON = (
+    "in progress: no comparison of BroRL with ProRL has two finished seeds yet (learning rates being bracketed)"
+)
+TUNED_PENDING = "in progress: no comparison at tuned rates yet (learning rates being bracketed)"
+
+
+def _comparisons(verdict_table: pd.DataFrame) -> str:
+    """Each comparison with ProRL at the largest budget (ProRL's own gain since the plateau left out), at the rule's
+    rates and at tuned ones; the interval counts seeds and held-out prompts."""
+    rows = verdict_table.to_dict("records")
+    last = max((float(r["budget"]) for r in rows), default=float("nan"))
+    kept = [r for r in rows if float(r["budget"]) == last and "plateau" not in r["comparison"]]
+    said = [
+        f"{r['rates']} rates, {r['comparison']}: {r['direction']}, Δpass@1 {float(r['mean']):+.3f} (95% CI over "
+        f"seeds and prompts {float(r['ci_low_seeds_prompts']):+.3f} to {float(r['ci_high_seeds_prompts']):+.3f}, "
+        f"sign-flip p = {float(r['sign_flip_p_two_sided']):.2g}, {r['seeds']} seeds) at {last:,.0f} samples"
+        for r in kept
+    ]
+    if said and not any(r["rates"] == "tuned" and "plateau" not in r["comparison"] for r in rows):
+        said.append(TUNED_PENDING)
+    return "; ".join(said) or NO_COMPARISON
+
+
+def _gates(plateau_table: pd.DataFrame) -> str:
+    """Whether the chosen candidate reached the regime the paper's argument needs (its plateau gates)."""
+    r = plateau_table.iloc[0]
+    measured = {
+        "pass1": f"pass@1 {float(r['pass1']):.3f} in its band",
+        "low_q": f"low-q share {float(r['low_q_share_exact']):.3f}",
+        "kept": f"kept fraction {float(r['kept_fraction']):.2f}",
+    }
+    failed = [text for key, text in measured.items() if str(r[f"gate_{key}"]).strip().lower() != "true"]
+    flat = str(r["plateau_reached"]).strip().lower() == "true"
+    where = f"at its plateau (step {r['step']}, shown flat)" if flat else (
+        f"at step {r['step']}, phase 1's cap, reached before the plateau was shown flat")  # fmt: skip
+    if not failed:
+        return f"{r['candidate']} passed every gate {where} ({', '.join(measured.values())})"
+    needs = "the regime the paper's argument needs was not reached"
+    return f"{r['candidate']} failed the gate on {', '.join(failed)} {where}: {needs}"
+
+
+def claim(verdict_table: pd.DataFrame, plateau_table: pd.DataFrame) -> Claim:
+    """The results-at-a-glance row of notebook 04: its comparisons (``verdict``), under its plateau gates."""
+    caveat = "a tiny model on one task (countdown) at laptop scale"
+    return Claim(
+        claim="Figure 1, Table 1: past ProRL's plateau, N=512 beats N=16 at equal samples",
+        verdict=_comparisons(verdict_table) if len(verdict_table) else NO_COMPARISON,
+        caveat=f"{caveat}; {_gates(plateau_table)}" if len(plateau_table) else caveat,
+        figure="fig1_laptop_rlvr",
+    )

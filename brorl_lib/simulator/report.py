@@ -8,6 +8,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 import pandas as pd
 
+from brorl_lib.core.claims import Claim
 from brorl_lib.core.params import MAX_LIST_ITEMS, MAX_SEEDS, SEED_MAX, NotebookConfig, param
 from brorl_lib.facts import setup as paper_setup
 from brorl_lib.simulator.engine import SimSettings, declared_as
@@ -258,3 +259,21 @@ def theory_agreement(runs: pd.DataFrame) -> pd.DataFrame:
 
     cols = ["delta_q_measured", "delta_q_theorem"]
     return runs.groupby(["update_rule", "N"], sort=False)[cols].apply(summarise).reset_index()
+
+
+def figure3_claim(summary: pd.DataFrame) -> Claim:
+    """The results-at-a-glance row of Figure 3, from ``final_summary``: the final correct mass per N against its
+    start."""
+    pairs = sorted((int(n), float(m)) for n, m in zip(summary["N"], summary["correct_mass_mean"]))
+    start = float(summary["initial_mass"].iloc[0])
+    rises = all(later > earlier for (_, earlier), (_, later) in zip(pairs, pairs[1:]))
+    said = "rises with N" if rises else "does not rise with N at every step"
+    listed = ", ".join(f"N={n:,}: {m:.4f}" for n, m in pairs)
+    below = [n for n, m in pairs if m < start]
+    under = f"; below the start for N ≤ {max(below):,}" if below else ""
+    return Claim(
+        claim="Figure 3 (§4.1): more rollouts N raise the correct mass",
+        verdict=f"final correct mass {said} ({listed}; start {start:.4f}{under})",
+        caveat="the paper's token-level simulator (§4.1) at its scale, not a language model",
+        figure="fig3_simulator",
+    )

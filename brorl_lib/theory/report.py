@@ -8,8 +8,9 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from brorl_lib.core.claims import Claim
 from brorl_lib.core.params import MAX_LIST_ITEMS, SEED_MAX, NotebookConfig, param
-from brorl_lib.core.precision import ERROR_DECIMALS, declare
+from brorl_lib.core.precision import ERROR_DECIMALS, declare, rounded
 from brorl_lib.core.validation import check_int
 from brorl_lib.facts import setup as paper_setup
 from brorl_lib.facts import theorem as theory
@@ -286,3 +287,24 @@ def pass_at_k_curves() -> pd.DataFrame:
         [pd.DataFrame({"k": k, "q_pos": q, "pass_at_k": theory.pass_at_k_from_mass(q, k)}) for k in PASS_AT_K],
         ignore_index=True,
     )
+
+
+THEOREM1_CLAIM = "Theorem 1 (§2): the correct-mass change of one update, in closed form"
+FIRST_ORDER_TOLERANCE = 1e-10  # relative error below which Theorem 1 equals the first-order change (round-off)
+
+
+def theorem1_claim(worst: pd.DataFrame) -> Claim:
+    """The results-at-a-glance row of Theorem 1, from ``worst_errors`` (its row ``all`` when there is one), read as
+    its table holds it (errors to ``ERROR_DECIMALS``: round-off reads 0)."""
+    worst = rounded(worst)
+    picked = worst[worst["vocab_size"].astype(str) == "all"]
+    picked = picked if len(picked) else worst
+    first, identities, exact = (float(picked[c].max()) for c in REL_ERRORS)
+    said = "holds" if first <= FIRST_ORDER_TOLERANCE else "does not hold"
+    verdict = (
+        f"{said}: worst relative error {first:.2g} against the first-order change and {identities:.2g} in the "
+        f"proof's identities over {int(picked['instances'].sum()):,} random batches; {exact:.2g} against the exact "
+        "change of one step"
+    )
+    caveat = "one update in the paper's setting, checked on random batches; it says nothing about training"
+    return Claim(claim=THEOREM1_CLAIM, verdict=verdict, caveat=caveat, figure="theory_theorem1_check")

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from brorl_lib.core import atomic
+from brorl_lib.core.claims import Claim
 from brorl_lib.core.params import LEARNING_RATE, SEED_MAX, TEMPERATURE, NotebookConfig, param
 from brorl_lib.core.paths import BUILD_DIR, REPO_ROOT
 from brorl_lib.facts import reported as paper
@@ -853,3 +854,19 @@ def evaluated_arms_note(results_dir: Path) -> str:
             "one only"
         )
     return f"paired test of {arms['brorl']} against {arms['prorl']} (evaluated under {shown}) beside the reported one"
+
+
+def plan_claim(plan: pd.DataFrame) -> Claim:
+    """The results-at-a-glance row of notebook 05: each arm's estimated time on the cluster (``plan_table``)."""
+    said = [
+        f"{r['arm']}: N={r['N']} × {r['prompts_per_step']} prompts, {r['steps']} steps, ≈{r['expected_hours']:,.1f} h "
+        f"({r['expected_gpu_hours']:,.0f} GPU-hours)"
+        for r in plan.to_dict("records")
+    ]
+    gpus = " or ".join(str(g) for g in sorted(set(plan["gpus"])))
+    return Claim(
+        claim="Table 1's two runs, re-made with verl's trainer (ProRL N=16, BroRL N=512)",
+        verdict=f"planned on {gpus} GPUs, not a measurement: " + "; ".join(said),
+        caveat="a plan from the paper's Table 1 on 64 H100s, not a run; the recipe's CPU run is a test of the harness",
+        figure="verl_plan",
+    )
