@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -122,8 +123,7 @@ def test_presets_resolve_by_name_with_their_widths_and_type():
     assert (styles.PAPER.column_in, styles.PAPER.full_in, styles.PAPER.font_pt) == (3.25, 6.75, 8.0)
     journal, slides, times = (styles.resolve(n) for n in ("journal", "slides", "times"))
     assert journal.full_in < styles.PAPER.full_in and journal.font_pt > 8
-    assert slides.full_in > styles.PAPER.full_in and slides.font_pt >= 14
-    assert slides.rc["legend.fontsize"] == pytest.approx(slides.font_pt * 7 / 8)  # sizes keep the paper's proportions
+    assert slides.full_in < styles.PAPER.full_in and slides.font_pt == 9  # a beamer slide, 16 cm wide
     assert times.rc["font.serif"] == ["STIXGeneral"] and times.at_design_size("full")
     assert not journal.at_design_size("full") and not journal.is_default
 
@@ -201,7 +201,7 @@ def test_switching_styles_leaves_nothing_behind():
     assert {k: plt.rcParams[k] for k in paper} == paper
     assert pt(6) == 6
     with styles.using(styles.PRESETS["slides"]):
-        assert pt(6) == pytest.approx(6 * 14 / 8)
+        assert pt(6) == pytest.approx(6 * 9 / 8)
 
 
 # --- metadata ---
@@ -254,7 +254,7 @@ def test_paper_size_keeps_the_designed_grid_exactly():
 def test_three_panels_become_two_plus_one_in_the_journal_and_a_stack_in_one_column(tmp_path):
     with styles.using(styles.PRESETS["journal"]):
         fig, axes = new_figure("full", aspect=0.3, ncols=3, sharey=True)
-    assert axes.shape == (3,) and fig.get_size_inches()[0] == 5.5
+    assert axes.shape == (3,) and fig.get_size_inches()[0] == styles.PRESETS["journal"].full_in
     (l0, t0), (l1, t1), (l2, t2) = _grid(axes)
     assert t0 == t1 > t2 and l0 < l2 < l1  # two on top, the third centred below
     assert axes[1].yaxis.get_tick_params(which="major")  # shared, yet each panel keeps its labels
@@ -422,6 +422,35 @@ def test_the_kl_controls_share_their_colour_the_weaker_weight_a_tint_of_it():
     weak = rlvr_plots._arm_style("N512_kl0.1", 512, label.format(0.1))
     assert strong == palette.control("KL-anchored BroRL") and weak.colour == palette.tint(strong.colour, 0.3)
     assert strong.dash == weak.dash == palette.CONTROLS["KL-anchored BroRL"][1]
+
+
+def test_the_paper_style_is_its_mplstyle_file_which_matplotlib_reads_as_it_is():
+    with mpl.rc_context():
+        mpl.style.use(str(styles.PAPER_STYLE_FILE))
+        for key, value in styles.PAPER_RC.items():
+            assert mpl.rcParams[key] == value, key
+    assert styles.PAPER_RC["axes.prop_cycle"].by_key()["color"] == list(palette.SERIES)
+
+
+def test_the_journal_and_slides_presets_take_their_sizes_from_tueplots():
+    from tueplots import figsizes, fontsizes
+
+    journal = styles.PRESETS["journal"]
+    assert (
+        (journal.full_in, journal.column_in)
+        == (6.0, 3.0)
+        == (
+            figsizes.jmlr2001()["figure.figsize"][0],
+            figsizes.jmlr2001(rel_width=0.5)["figure.figsize"][0],
+        )
+    )
+    assert all(journal.rc[k] == v for k, v in fontsizes.jmlr2001().items())
+    slides = styles.PRESETS["slides"]
+    assert (slides.full_in, slides.column_in) == (
+        figsizes.beamer_169()["figure.figsize"][0],
+        figsizes.beamer_169(rel_width=0.5)["figure.figsize"][0],
+    )
+    assert all(slides.rc[k] == v for k, v in fontsizes.beamer().items())
 
 
 def test_series_without_arm_meaning_take_no_arm_or_n_colour_and_a_control_takes_its_own_n_colour():

@@ -1,9 +1,10 @@
 """Figure styles: named presets or a user's own ``.mplstyle`` file, and the style figures are drawn in now.
 
 A style is matplotlib's rcParams (fonts, sizes, lines, colours) and two widths in inches: ``column`` (a
-figure the paper sets in one column) and ``full`` (the text width). ``paper`` is the companion's own style,
-the one ``figures/`` is made with; the others re-draw the same figures for another venue
-(``python -m brorl_lib run NAME --style STYLE --out DIR``, or an explorer's ``save(style=...)``).
+figure the paper sets in one column) and ``full`` (the text width). ``paper`` is the companion's own style
+(``paper.mplstyle`` beside this module), the one ``figures/`` is made with; the others re-draw the same figures
+for another venue with its widths and type sizes from tueplots (``python -m brorl_lib run NAME --style STYLE --out
+DIR``, or an explorer's ``save(style=...)``).
 
 ``resolve(text)`` reads a preset name or a style file and refuses bad input (an unknown name, a missing or
 malformed file, a font this machine lacks) with a ``ValueError`` naming the flag, before anything runs. The
@@ -25,8 +26,7 @@ from pathlib import Path
 
 import matplotlib as mpl
 from matplotlib import font_manager
-
-from brorl_lib.figures import palette
+from tueplots import figsizes, fontsizes
 
 STYLE_ENV = "BRORL_FIGURE_STYLE"  # a preset name or the absolute path of a style file
 STAMP_ENV = "BRORL_FIGURE_STAMP"  # "0": no provenance stamp in the image (class kept in metadata and caption)
@@ -37,30 +37,7 @@ DEFAULT = "paper"
 
 PAPER_FONT_PT = 8.0  # the paper preset's type size: every size a figure function writes is in its terms
 
-PAPER_RC = {
-    "font.family": "DejaVu Sans",  # ships with matplotlib, so every machine renders the same glyphs
-    "font.size": 8,
-    "axes.titlesize": 8,
-    "axes.labelsize": 8,
-    "legend.fontsize": 7,
-    "xtick.labelsize": 7,
-    "ytick.labelsize": 7,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.grid": True,
-    "grid.alpha": 0.3,
-    "grid.linewidth": 0.5,
-    "lines.linewidth": 1.3,
-    "legend.frameon": False,
-    "axes.prop_cycle": mpl.cycler(color=palette.SERIES),  # series without a fixed meaning
-    "figure.dpi": 110,
-    "savefig.dpi": 300,
-    "savefig.bbox": None,  # the canvas is the style's width: text wraps instead of growing it
-    "pdf.fonttype": 42,  # TrueType: text stays editable in the PDF
-    "image.cmap": "cividis",
-}
-# The sizes of PAPER_RC as fractions of its font.size: a style that sets only font.size scales them all.
-_SIZE_KEYS = {k: PAPER_RC[k] / PAPER_RC["font.size"] for k in PAPER_RC if k.endswith("size") and k != "font.size"}
+PAPER_STYLE_FILE = Path(__file__).with_name("paper.mplstyle")  # the paper style, also for plt.style.use
 # rcParams that are no part of a look (matplotlib ignores them in style files too): refused in a style file.
 _NOT_STYLE = {
     "backend",
@@ -124,44 +101,6 @@ class FigureStyle:
         return self.name == DEFAULT and not self.path
 
 
-def _scaled(rc: dict, font_pt: float) -> dict:
-    """``rc`` with font.size ``font_pt`` and every other size in the paper's proportion to it."""
-    return {**rc, "font.size": font_pt, **{k: round(r * font_pt, 2) for k, r in _SIZE_KEYS.items()}}
-
-
-PRESETS: dict[str, FigureStyle] = {
-    "paper": FigureStyle(
-        "paper",
-        "two-column paper (the default; what figures/ holds): columns 3.25 in, text 6.75 in, 8 pt DejaVu Sans",
-        PAPER_RC,
-        3.25,
-        6.75,
-    ),
-    "journal": FigureStyle(
-        "journal",
-        "single-column journal: text 5.5 in wide, one-column figures 3.5 in, 9 pt type; wide figures re-flow",
-        _scaled(PAPER_RC, 9.0),
-        3.5,
-        5.5,
-    ),
-    "slides": FigureStyle(
-        "slides",
-        "16:9 slides: 10 in wide (half a slide: 5 in), 14 pt type, thicker lines",
-        {**_scaled(PAPER_RC, 14.0), "lines.linewidth": 2.2, "grid.linewidth": 0.8, "axes.linewidth": 1.2},
-        5.0,
-        10.0,
-    ),
-    "times": FigureStyle(
-        "times",
-        "two-column paper in a serif face matching Times (STIX, shipped with matplotlib), 8 pt",
-        {**PAPER_RC, "font.family": "serif", "font.serif": ["STIXGeneral"], "mathtext.fontset": "stix"},
-        3.25,
-        6.75,
-    ),
-}
-PAPER = PRESETS[DEFAULT]
-
-
 def _strip_comment(line: str) -> str:
     """The line without its ``#`` comment (a ``#`` inside quotes, e.g. a colour, stays)."""
     quote = None
@@ -205,6 +144,51 @@ def read_style_file(path: Path, flag: str = "--style") -> dict[str, object]:
     if not rc:
         raise ValueError(f"{flag} {shown}: the style file sets nothing (expected lines such as 'font.size: 9')")
     return rc
+
+
+PAPER_RC = read_style_file(PAPER_STYLE_FILE, "the paper style")
+# The sizes of PAPER_RC as fractions of its font.size: a style that sets only font.size scales them all.
+_SIZE_KEYS = {k: PAPER_RC[k] / PAPER_RC["font.size"] for k in PAPER_RC if k.endswith("size") and k != "font.size"}
+
+
+def _scaled(rc: dict, font_pt: float) -> dict:
+    """``rc`` with font.size ``font_pt`` and every other size in the paper's proportion to it."""
+    return {**rc, "font.size": font_pt, **{k: round(r * font_pt, 2) for k, r in _SIZE_KEYS.items()}}
+
+
+PRESETS: dict[str, FigureStyle] = {
+    "paper": FigureStyle(
+        "paper",
+        "two-column paper (the default; what figures/ holds): columns 3.25 in, text 6.75 in, 8 pt DejaVu Sans",
+        PAPER_RC,
+        3.25,
+        6.75,
+    ),
+    "journal": FigureStyle(
+        "journal",
+        "single-column journal (JMLR's sizes, from tueplots): text 6 in wide, half-width figures 3 in, 9.95 pt "
+        "type; wide figures re-flow",
+        {**PAPER_RC, **fontsizes.jmlr2001()},
+        figsizes.jmlr2001(rel_width=0.5)["figure.figsize"][0],
+        figsizes.jmlr2001()["figure.figsize"][0],
+    ),
+    "slides": FigureStyle(
+        "slides",
+        "16:9 beamer slides (tueplots' beamer_169 and beamer sizes): figures 4.96 in (90% of the slide's width), "
+        "half-slide figures 2.76 in, 9 pt type",
+        {**PAPER_RC, **fontsizes.beamer()},
+        figsizes.beamer_169(rel_width=0.5)["figure.figsize"][0],
+        figsizes.beamer_169()["figure.figsize"][0],
+    ),
+    "times": FigureStyle(
+        "times",
+        "two-column paper in a serif face matching Times (STIX, shipped with matplotlib), 8 pt",
+        {**PAPER_RC, "font.family": "serif", "font.serif": ["STIXGeneral"], "mathtext.fontset": "stix"},
+        3.25,
+        6.75,
+    ),
+}
+PAPER = PRESETS[DEFAULT]
 
 
 def _check_fonts(rc: Mapping[str, object], where: str) -> None:

@@ -46,8 +46,10 @@ def pass_rate(curves: pd.DataFrame, reported: dict[int, float]) -> plt.Figure:
         ax.set_xlabel("rollouts per prompt N")
         ax.legend(fontsize=pt(6))
     ax_w.set_yscale("log")
-    ax_r.set_ylabel("dynamic-sampling pass rate (%)")
-    ax_w.set_ylabel("samples discarded per kept sample")
+    ax_r.set_title("dynamic-sampling pass rate", loc="left")
+    ax_r.set_ylabel("pass rate (%)")
+    ax_w.set_title("samples discarded per kept sample", loc="left")
+    ax_w.set_ylabel("discarded per kept")
     return fig
 
 
