@@ -156,6 +156,13 @@ def _scaled(rc: dict, font_pt: float) -> dict:
     return {**rc, "font.size": font_pt, **{k: round(r * font_pt, 2) for k, r in _SIZE_KEYS.items()}}
 
 
+def _venue(name: str, description: str, sizes: dict, widths) -> FigureStyle:
+    """The paper style with a venue's type ``sizes``; its widths from ``widths`` (a tueplots ``figsizes`` function):
+    the full width, and half of it for a one-column figure."""
+    full, half = (widths(**kw)["figure.figsize"][0] for kw in ({}, {"rel_width": 0.5}))
+    return FigureStyle(name, description, {**PAPER_RC, **sizes}, half, full)
+
+
 PRESETS: dict[str, FigureStyle] = {
     "paper": FigureStyle(
         "paper",
@@ -164,21 +171,19 @@ PRESETS: dict[str, FigureStyle] = {
         3.25,
         6.75,
     ),
-    "journal": FigureStyle(
+    "journal": _venue(
         "journal",
         "single-column journal (JMLR's sizes, from tueplots): text 6 in wide, half-width figures 3 in, 9.95 pt "
         "type; wide figures re-flow",
-        {**PAPER_RC, **fontsizes.jmlr2001()},
-        figsizes.jmlr2001(rel_width=0.5)["figure.figsize"][0],
-        figsizes.jmlr2001()["figure.figsize"][0],
+        fontsizes.jmlr2001(),
+        figsizes.jmlr2001,
     ),
-    "slides": FigureStyle(
+    "slides": _venue(
         "slides",
         "16:9 beamer slides (tueplots' beamer_169 and beamer sizes): figures 4.96 in (90% of the slide's width), "
         "half-slide figures 2.76 in, 9 pt type",
-        {**PAPER_RC, **fontsizes.beamer()},
-        figsizes.beamer_169(rel_width=0.5)["figure.figsize"][0],
-        figsizes.beamer_169()["figure.figsize"][0],
+        fontsizes.beamer(),
+        figsizes.beamer_169,
     ),
     "times": FigureStyle(
         "times",
