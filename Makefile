@@ -32,14 +32,20 @@ reproduce: $(STAMP)
 ## transformers, the committed notebooks re-executed and checked by nbval, JupyterLab and the book in a browser.
 ## Steps that leave part of the CPUs idle run side by side, each one's output shown when it ends: the CPU vLLM
 ## environment is built and Chromium found or installed while lint, the unit tests and the book run (their log:
-## build/setup-beside.log), then verl beside vLLM, then nbval beside the browser test.
+## build/setup-beside.log); then two chains side by side, verl then the browser test, and vLLM then nbval (a chain's
+## second step starts when its first ends, not when both have: no CPU waits for the other chain's last test).
 test: $(STAMP) sandbox-deps
 	mkdir -p build
 	{ $(MAKE) --no-print-directory vllm browser-deps > build/setup-beside.log 2>&1; echo $$? > build/setup-beside.rc; } & \
 	$(MAKE) --no-print-directory lint unit book; rc=$$?; wait; [ $$rc = 0 ] || exit $$rc; \
 	[ "$$(cat build/setup-beside.rc)" = 0 ] || { cat build/setup-beside.log; echo "make vllm browser-deps failed (log above)" >&2; exit 1; }
-	$(MAKE) --no-print-directory -j2 --output-sync=target verl-test vllm-test
-	$(MAKE) --no-print-directory -j2 --output-sync=target nbval browser
+	$(MAKE) --no-print-directory -j2 --output-sync=target verl-then-browser vllm-then-nbval
+
+.PHONY: verl-then-browser vllm-then-nbval
+verl-then-browser:
+	$(MAKE) --no-print-directory -j1 verl-test browser
+vllm-then-nbval:
+	$(MAKE) --no-print-directory -j1 vllm-test nbval
 
 ## The quick tier, for every change: lint, the unit tests not marked slow, and nbval on the notebooks whose inputs
 ## (the notebook, the brorl_lib modules it imports, the profiles, its data) differ from BASE: by default HEAD, so the

@@ -136,6 +136,28 @@ def test_an_interrupt_stops_the_running_kernels(tiny):
     assert not out.exists()  # nothing entered
 
 
+def test_an_interrupt_while_a_notebook_is_prepared_starts_no_kernel(tiny, monkeypatch):
+    spec, out, _ = tiny
+    stopped, stop, execute_ = threading.Event(), pipeline.stop_running, pipeline._execute
+
+    def stop_and_tell():
+        stop()
+        stopped.set()
+
+    def interrupted_before_its_kernel(*args, **kwargs):
+        _thread.interrupt_main()  # Ctrl-C before this notebook's kernel starts
+        assert stopped.wait(30)  # the main thread has taken it and stopped the run
+        return execute_(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "stop_running", stop_and_tell)
+    monkeypatch.setattr(pipeline, "_execute", interrupted_before_its_kernel)
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        cli.run_all([plan(spec, x=SLOW, fail=False)], out, pipeline.DEFAULT_LOOK, 1, False, False)
+    assert time.monotonic() - start < 60 and not pipeline._RUNNING and not out.exists()
+    assert not pipeline._STOPPED.is_set()  # the next run starts its kernels
+
+
 def test_library_files_follow_imports():
     code = "from brorl_lib.theory import report as tr\n%matplotlib inline"
     files = {p.relative_to(REPO_ROOT).as_posix() for p in hashing.library_files([code])}

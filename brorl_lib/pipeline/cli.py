@@ -261,7 +261,7 @@ def run_all(plans: list, out: Path, look, jobs: int, force: bool, log_output: bo
     keeps what finished."""
     from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-    from brorl_lib.pipeline.runner import run_notebook, stop_running
+    from brorl_lib.pipeline.runner import run_notebook, starts_allowed, stop_running
 
     results: dict[int, RunResult] = {}
     pool = ThreadPoolExecutor(max_workers=jobs)
@@ -282,6 +282,7 @@ def run_all(plans: list, out: Path, look, jobs: int, force: bool, log_output: bo
         raise
     finally:
         pool.shutdown(wait=True)
+        starts_allowed()
     return [results[i] for i in sorted(results)]
 
 

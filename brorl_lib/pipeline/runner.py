@@ -35,6 +35,8 @@ from brorl_lib.pipeline.notebook_noise import strip_noise
 STATE_FILE = BUILD_DIR / "state.json"
 _SHARED = threading.Lock()  # runs side by side (``pipeline.cli.run_all``) take turns with manifest, state and log
 _RUNNING: set[subprocess.Popen] = set()  # the notebooks' processes running now
+_STARTING = threading.Lock()  # a kernel is started, or the running ones stopped, one at a time
+_STOPPED = threading.Event()  # set by stop_running: no further kernel starts until the run has ended
 
 
 class NotebookFailed(RuntimeError):
@@ -171,8 +173,11 @@ def _execute(plan: Plan, staging: Path, executed: Path, log_output: bool, look: 
     env[styles.STYLE_ENV] = look.style.path or look.style.name
     env[styles.FORMATS_ENV] = ",".join(look.formats)
     env[styles.STAMP_ENV] = "1" if look.stamp else "0"
-    proc = subprocess.Popen(cmd, env=env, start_new_session=True)
-    _RUNNING.add(proc)
+    with _STARTING:  # an interrupt that came while this notebook was prepared starts no kernel
+        if _STOPPED.is_set():
+            raise NotebookFailed(f"notebook {plan.spec.name} was not started: the run was stopped")
+        proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+        _RUNNING.add(proc)
     try:
         return proc.wait(timeout=plan.timeout_s)
     except subprocess.TimeoutExpired:
@@ -198,9 +203,18 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 def stop_running() -> None:
-    """Kill every notebook process running now (an interrupted or failed ``run_all``)."""
-    for proc in list(_RUNNING):
+    """Kill every notebook process running now and start none until ``starts_allowed`` (an interrupted or failed
+    ``run_all``: a notebook still being prepared starts no kernel)."""
+    with _STARTING:
+        _STOPPED.set()
+        running = list(_RUNNING)
+    for proc in running:
         _kill(proc)
+
+
+def starts_allowed() -> None:
+    """Kernels may start again (a stopped ``run_all`` has ended)."""
+    _STOPPED.clear()
 
 
 def set_aside_damaged_manifest(out_dir: Path) -> Path | None:
