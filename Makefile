@@ -33,7 +33,8 @@ reproduce: $(STAMP)
 ## Steps that leave part of the CPUs idle run side by side, each one's output shown when it ends: the CPU vLLM
 ## environment is built and Chromium found or installed while lint, the unit tests and the book run (their log:
 ## build/setup-beside.log); then two chains side by side, verl then the browser test, and vLLM then nbval (a chain's
-## second step starts when its first ends, not when both have: no CPU waits for the other chain's last test).
+## second step starts when its first ends, or beside it once the other chain is done: no CPU waits for the other
+## chain's last test).
 test: $(STAMP) sandbox-deps
 	mkdir -p build
 	{ $(MAKE) --no-print-directory vllm browser-deps > build/setup-beside.log 2>&1; echo $$? > build/setup-beside.rc; } & \
@@ -43,9 +44,9 @@ test: $(STAMP) sandbox-deps
 
 .PHONY: verl-then-browser vllm-then-nbval
 verl-then-browser:
-	$(MAKE) --no-print-directory -j1 verl-test browser
+	$(MAKE) --no-print-directory verl-test browser
 vllm-then-nbval:
-	$(MAKE) --no-print-directory -j1 vllm-test nbval
+	$(MAKE) --no-print-directory vllm-test nbval
 
 ## The quick tier, for every change: lint, the unit tests not marked slow, and nbval on the notebooks whose inputs
 ## (the notebook, the brorl_lib modules it imports, the profiles, its data) differ from BASE: by default HEAD, so the
@@ -170,13 +171,14 @@ screenshots: $(STAMP) browser-deps
 browser-deps:
 	$(call debian_package,chromium,chromium,The browser test)
 
-## The notebooks' runs also check every figure's layout in every preset style (a finding fails the cell); the
-## report sums them per style. One notebook per worker (TEST_WORKERS of them), each notebook's cells in order.
+## The notebooks' runs also check every figure's layout in every preset style (tests/layout_check.py, which each
+## kernel imports: a finding fails the cell); the report sums them per style. One notebook per worker (TEST_WORKERS
+## of them), each notebook's cells in order.
 nbval: $(STAMP)
 	rm -f build/layout-check.jsonl
-	BRORL_LAYOUT_CHECK=1 BRORL_LAYOUT_REPORT=$(CURDIR)/build/layout-check.jsonl \
+	PYTHONPATH=$(CURDIR)/tests BRORL_LAYOUT_CHECK=layout_check BRORL_LAYOUT_REPORT=$(CURDIR)/build/layout-check.jsonl \
 		$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --nbval-lax --nbval-current-env notebooks
-	$(BIN)/python -m brorl_lib layout-report build/layout-check.jsonl
+	$(BIN)/python tests/layout_check.py build/layout-check.jsonl
 
 ## Re-execute notebooks/ in place with their defaults (the outputs nbval compares against).
 notebooks: $(STAMP)

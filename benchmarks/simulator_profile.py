@@ -2,7 +2,7 @@
 
 Notebook 02 makes four computations (``brorl_lib.simulator.report``): Figure 3's runs, the axis variants, the N
 sweep and Theorem 1's per-step check. This script builds the notebook's configuration from a profile
-(``params/<profile>.yaml``, the gpu profile by default: the paper profile with ``device: cuda``), times each
+(a profile of ``params/profiles.yaml``, the gpu profile by default: the paper profile with ``device: cuda``), times each
 computation (on a GPU, synchronised before the clock stops) and writes what the notebook's checked cells print
 from: Figure 3's and the sweep's final summaries, the variants' fit to the published axes and Theorem 1's
 agreement, as CSV files in ``--out``. Comparing those files between a GPU and the committed CPU run

@@ -5,7 +5,9 @@ out, and the classes a figure may carry."""
 from __future__ import annotations
 
 import json
+import warnings
 
+import layout_check
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -15,8 +17,7 @@ from PIL import Image
 from brorl_lib.core.artifacts import PROVENANCE, check_artifact, class_text, stamp_text
 from brorl_lib.core.precision import rounded_inputs
 from brorl_lib.figures import layout, palette, styles
-from brorl_lib.figures.plotting import fit_texts, new_figure, save_figure
-from brorl_lib.pipeline.cli import main
+from brorl_lib.figures.plotting import LAYOUT_CHECK_ENV, fit_texts, new_figure, save_figure
 
 
 # --- the palette ---
@@ -57,9 +58,9 @@ def _line_through_the_middle(legend_loc: str | None = None):
 
 def test_a_legend_on_data_is_found_and_moved_off_it():
     fig, ax = _line_through_the_middle("center")
-    assert any("legend covers data" in p for p in layout.problems(fig))
+    assert any("legend covers data" in p for p in layout_check.problems(fig))
     fit_texts(fig)
-    assert layout.problems(fig) == []
+    assert layout_check.problems(fig) == []
     assert fig.get_size_inches()[0] == styles.PAPER.column_in  # moved, not widened
     plt.close(fig)
 
@@ -75,7 +76,7 @@ def test_a_legend_that_fits_nowhere_inside_goes_under_the_axis_which_keeps_its_l
     assert ax.get_ylim() == (0, 1)  # never stretched to make room
     renderer = layout.drawn(fig)
     assert ax.get_legend().get_window_extent(renderer).y1 < ax.get_window_extent(renderer).y0
-    assert layout.problems(fig) == []
+    assert layout_check.problems(fig) == []
     plt.close(fig)
 
 
@@ -88,7 +89,7 @@ def test_a_lines_part_beyond_the_axis_limits_is_not_data_a_legend_covers():
     renderer = layout.drawn(fig)
     inside = ax.get_window_extent(renderer)
     assert all(inside.y0 - 1 <= y <= inside.y1 + 1 for _, y in layout._data(ax)[0])
-    assert not any("legend covers data" in p for p in layout.problems(fig))
+    assert not any("legend covers data" in p for p in layout_check.problems(fig))
     plt.close(fig)
 
 
@@ -109,7 +110,7 @@ def test_an_axis_much_longer_than_what_it_shows_is_found(scale, data, limits, st
     ax.plot([0, 1], data, "o-")
     ax.set_yscale(scale)
     ax.set_ylim(*limits)
-    found = layout.problems(fig)
+    found = layout_check.problems(fig)
     assert any("the y axis spans" in p for p in found) == stretched, found
     assert not any("the x axis spans" in p for p in found)
     plt.close(fig)
@@ -122,9 +123,9 @@ def test_a_bar_of_height_zero_and_a_value_label_are_part_of_what_an_axis_shows()
     for y, v in enumerate([0.009, -0.0007]):
         labelled.annotate(f"{v:+.2e}", (max(v, 0), y), xytext=(3, 0), textcoords="offset points", va="center")
     labelled.set_xlim(-0.001, 0.0135)  # room for the labels
-    assert [p for ax in (bars, labelled) for p in layout.axis_spans(ax, layout.drawn(fig))] == []
+    assert [p for ax in (bars, labelled) for p in layout_check.axis_spans(ax, layout.drawn(fig))] == []
     bars.set_xlim(-0.5, 7)  # four categories on an axis of eight
-    assert layout.axis_spans(bars, layout.drawn(fig)) == ["the x axis spans 2.0 times what it shows"]
+    assert layout_check.axis_spans(bars, layout.drawn(fig)) == ["the x axis spans 2.0 times what it shows"]
     plt.close(fig)
 
 
@@ -132,9 +133,9 @@ def test_an_annotation_on_data_is_found_and_a_point_label_moves_beside_its_point
     fig, ax = new_figure("column")
     ax.plot([0, 1, 2, 3], [0, 1, 2, 3], "o-")
     note = ax.annotate("+107", (1, 1), xytext=(0, 0), textcoords="offset points", ha="center", va="center")
-    assert any("annotation '+107' covers data" in p for p in layout.problems(fig))
+    assert any("annotation '+107' covers data" in p for p in layout_check.problems(fig))
     fit_texts(fig)
-    assert layout.problems(fig) == [] and note.xyann != (0, 0)
+    assert layout_check.problems(fig) == [] and note.xyann != (0, 0)
     plt.close(fig)
 
 
@@ -143,7 +144,7 @@ def test_texts_off_the_canvas_and_a_canvas_wider_than_the_style_are_found():
     ax.plot([0, 1], [0, 1])
     fig.text(1.02, 0.5, "beyond the edge")
     fig.set_size_inches(7.5, 2.0)
-    found = layout.problems(fig)
+    found = layout_check.problems(fig)
     assert "a text runs off the canvas" in found
     assert "canvas 7.50 in wide: wider than the style's 6.75 in" in found
     plt.close(fig)
@@ -160,15 +161,15 @@ def _covered(frame: pd.DataFrame) -> plt.Figure:
 
 def test_a_strict_run_checks_every_preset_reports_each_and_fails_on_a_finding(out_dir, monkeypatch, tmp_path):
     report = tmp_path / "layout.jsonl"
-    monkeypatch.setenv(layout.CHECK_ENV, "1")
-    monkeypatch.setenv(layout.REPORT_ENV, str(report))
+    monkeypatch.setenv(LAYOUT_CHECK_ENV, "layout_check")
+    monkeypatch.setenv(layout_check.REPORT_ENV, str(report))
     frame = pd.DataFrame({"x": [0.0, 1.0], "y": [0.0, 1.0]})
-    with pytest.raises(layout.LayoutError, match="covered: the layout check found: paper: .*a fixed note"):
+    with pytest.raises(layout_check.LayoutError, match="covered: the layout check found: paper: .*a fixed note"):
         save_figure(_covered(frame), "covered", provenance="reported", data=frame, caption="a test")
     rows = [json.loads(line) for line in report.read_text().splitlines()]
     assert sorted(r["style"] for r in rows) == sorted(styles.PRESETS)
     assert all(r["problems"] for r in rows)
-    assert main(["layout-report", str(report)]) == 1
+    assert layout_check.main([str(report)]) == 1
 
     report.unlink()
     clean = pd.DataFrame({"x": [0.0, 1.0], "y": [0.0, 0.2]})
@@ -181,9 +182,9 @@ def test_a_strict_run_checks_every_preset_reports_each_and_fails_on_a_finding(ou
         return fig
 
     save_figure(fine(clean), "fine", provenance="reported", data=clean, caption="a test")
-    counts, findings = layout.summary(report)
+    counts, findings = layout_check.summary(report)
     assert counts == {name: (1, 0) for name in styles.PRESETS} and findings == []
-    assert main(["layout-report", str(report)]) == 0
+    assert layout_check.main([str(report)]) == 0
 
 
 def test_the_canvas_is_the_style_width_and_the_stamp_can_be_left_out(out_dir, monkeypatch):
@@ -230,3 +231,13 @@ def test_a_quick_profile_run_is_never_stamped_reproduced():
     assert variants.classify("reproduced", quick) == ("scaled-down", None)
     paper = sr.SimulatorConfig(**load_profile("paper")["02_simulator"]["parameters"])
     assert variants.at_paper_scale(paper) and variants.classify("reproduced", paper) == ("reproduced", None)
+
+
+def test_a_collapsed_layout_is_quiet_while_texts_are_fitted_and_found_by_the_check():
+    fig, ax = plt.subplots(figsize=(1.0, 0.4), layout="constrained")
+    ax.set_title("a title far too big for its figure", fontsize=40)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning would raise here
+        layout.drawn(fig)
+    assert any(p.startswith("layout: constrained_layout not applied") for p in layout_check.problems(fig))
+    plt.close(fig)

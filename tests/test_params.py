@@ -10,9 +10,10 @@ import re
 import nbformat
 import papermill
 import pytest
+from papermill.iorw import read_yaml_file
 
 from brorl_lib.core.params import Param
-from brorl_lib.core.profiles import load_profile, parse_override, plan_run
+from brorl_lib.core.profiles import available_profiles, load_profile, parse_override, plan_run, profile_files
 from brorl_lib.core.registry import NOTEBOOKS, get_notebook
 from brorl_lib.evaluation import cli as eval_cli
 from brorl_lib.pipeline.cli import main
@@ -250,19 +251,41 @@ def test_cli_reads_numbers_in_any_spelling_and_lists_the_declaration(capsys):
     assert main(["params", "03_paper_tables"]) == 0
     out = capsys.readouterr().out
     assert "memory_utilization: float = 0.9  # share of memory" in out and "in [0.01, 1]" in out
+    assert main(["params", "02_simulator"]) == 0  # and each profile's files, as papermill's -f takes them
+    out = capsys.readouterr().out
+    assert "profile gpu: -f params/paper/02_simulator.yaml -f params/gpu/02_simulator.yaml\n" in out
 
 
 def test_profiles_are_read_and_checked_through_the_declarations(tmp_path):
     spec = get_notebook("01_theory")
-    (tmp_path / "sci.yaml").write_text("notebooks:\n  01_theory:\n    parameters: {eta: 1e-3, n_instances: 1e3}\n")
+    (tmp_path / "profiles.yaml").write_text("sci:\ndup:\nbad:\n")
+    for profile, notebook, text in [
+        ("sci", "01_theory", "eta: 1e-3\nn_instances: 1e3\n"),
+        ("dup", "02_simulator", "seeds: [0, 0]\n"),
+        ("bad", "02_simulator", "seeds: [1, 2\n"),
+    ]:
+        (tmp_path / profile).mkdir()
+        (tmp_path / profile / f"{notebook}.yaml").write_text(text)
     plan = plan_run(spec, "sci", params_dir=tmp_path)
     assert plan.parameters == {"eta": 0.001, "n_instances": 1000} and type(plan.parameters["n_instances"]) is int
-    (tmp_path / "dup.yaml").write_text("notebooks:\n  02_simulator:\n    parameters: {seeds: [0, 0]}\n")
     with pytest.raises(ValueError, match=r"seeds=\[0, 0\] is not allowed: 0 is listed twice"):
         plan_run(get_notebook("02_simulator"), "dup", params_dir=tmp_path)
-    (tmp_path / "bad.yaml").write_text("notebooks:\n  02_simulator:\n    parameters:\n      seeds: [1, 2\n")
-    with pytest.raises(ValueError, match=r"bad.yaml line \d+: .*not valid YAML"):
+    with pytest.raises(ValueError, match=r"02_simulator.yaml line \d+: .*not valid YAML"):
         load_profile("bad", tmp_path)
+
+
+@pytest.mark.parametrize("profile", available_profiles())
+def test_each_profiles_files_are_what_papermill_takes_as_they_are(profile):
+    """papermill's -f, file after file as its command line reads them, gives every notebook the profile's values,
+    each one its declaration takes as it is (no number left as text for the pipeline's reading to fix)."""
+    files, values = profile_files(profile), load_profile(profile)
+    for spec in NOTEBOOKS:
+        injected = {}
+        for path in files.get(spec.name, []):
+            injected.update(read_yaml_file(str(path)) or {})
+        assert injected == values.get(spec.name, {}).get("parameters", {}), f"{profile}: {spec.name}"
+        for name, value in injected.items():
+            spec.config_class().parameter(name).check(value)
 
 
 def test_laptop_rlvr_lowest_values_pass_every_check_of_the_experiment():

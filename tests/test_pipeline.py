@@ -12,7 +12,7 @@ import pytest
 
 from brorl_lib.core.params import NotebookConfig
 from brorl_lib.core.paths import REPO_ROOT
-from brorl_lib.core.profiles import Plan, load_profile, plan_run
+from brorl_lib.core.profiles import Plan, load_profile, plan_run, profile_files
 from brorl_lib.core.registry import NotebookSpec, get_notebook
 from brorl_lib.core.validation import check_int
 from brorl_lib.pipeline import cli, execute, hashing, manifest
@@ -204,17 +204,26 @@ def test_status_reports_each_kind_of_staleness(tmp_path):
 
 
 def test_profiles_extend_and_reject_unknown_keys(tmp_path):
-    (tmp_path / "base.yaml").write_text(
-        "notebooks:\n  01_theory:\n    timeout_s: 5\n    parameters: {seed: 1, eta: 0.1}\n"
-    )
-    (tmp_path / "child.yaml").write_text("extends: base\nnotebooks:\n  01_theory:\n    parameters: {seed: 2}\n")
+    index = "base:\n  timeout_s: {01_theory: 5}\nchild:\n  extends: base\nbad:\n  timeouts: {}\nother:\nlist:\n"
+    (tmp_path / "profiles.yaml").write_text(index)
+    for profile, name, text in [
+        ("base", "01_theory", "seed: 1\neta: 0.1\n"),
+        ("child", "01_theory", "seed: 2\n"),
+        ("other", "99_nothing", "seed: 1\n"),
+        ("list", "01_theory", "- seed\n"),
+    ]:
+        (tmp_path / profile).mkdir()
+        (tmp_path / profile / f"{name}.yaml").write_text(text)
     assert load_profile("child", tmp_path) == {"01_theory": {"parameters": {"seed": 2, "eta": 0.1}, "timeout_s": 5}}
-    (tmp_path / "bad.yaml").write_text("notebooks:\n  01_theory:\n    params: {}\n")
-    with pytest.raises(ValueError, match="unknown keys"):
+    assert profile_files("child", tmp_path) == {
+        "01_theory": [tmp_path / "base/01_theory.yaml", tmp_path / "child/01_theory.yaml"]
+    }
+    with pytest.raises(ValueError, match="bad: unknown keys \\['timeouts'\\]"):
         load_profile("bad", tmp_path)
-    (tmp_path / "other.yaml").write_text("notebooks:\n  99_nothing: {}\n")
     with pytest.raises(ValueError, match="unknown notebook '99_nothing'"):
         load_profile("other", tmp_path)
+    with pytest.raises(ValueError, match="list/01_theory.yaml: expected a mapping of parameter name to value"):
+        load_profile("list", tmp_path)
     with pytest.raises(ValueError, match="unknown profile 'nope'"):
         load_profile("nope", tmp_path)
 

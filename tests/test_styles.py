@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import layout_check
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
@@ -14,7 +15,7 @@ import pytest
 
 from brorl_lib.core.artifacts import read_record
 from brorl_lib.core.paths import FIGURES_DIR
-from brorl_lib.figures import layout, palette, styles
+from brorl_lib.figures import palette, styles
 from brorl_lib.figures.plotting import (
     MIN_AXES_EM,
     MIN_PANEL_HEIGHT_EM,
@@ -325,7 +326,7 @@ def test_the_figures_read_well_in_a_narrow_style_and_figure4_in_every_preset(tmp
         with styles.using(style):
             fig = figures[name]()
             fit_texts(fig)
-            assert layout.problems(fig) == [], f"{name} in {style.label}"
+            assert layout_check.problems(fig) == [], f"{name} in {style.label}"
             em_in = style.font_pt / 72
             w, h = fig.get_size_inches()
             for ax in fig.axes:
@@ -342,7 +343,7 @@ def test_the_layout_check_finds_the_squeezed_figure_the_re_flow_avoids():
         ax.set_xlabel("Steps")
         ax.set_ylabel("Probability mass")
         ax.plot([0, 1000], [0.6, 0.65])
-    problems = layout.problems(fig)
+    problems = layout_check.problems(fig)
     assert any("overlap" in p or "too small" in p for p in problems)
     plt.close(fig)
 
@@ -481,5 +482,5 @@ def test_figure3_sets_the_papers_worst_drop_axis_beside_ours():
     assert paper_bar.get_height() == setup.PAPER_FIG3_WORST_DROP_LOW
     assert ours.get_height() == pytest.approx(runs["worst_drop"].min())
     assert worst.get_ylim()[0] > setup.PAPER_FIG3_WORST_DROP_LOW / 10  # our panel keeps its own range
-    assert not layout.problems(fig)
+    assert not layout_check.problems(fig)
     plt.close(fig)

@@ -15,7 +15,7 @@ def names(changed: set[str]) -> list[str]:
 def test_a_module_touches_the_notebooks_that_import_it_and_a_profile_touches_all():
     assert names({"brorl_lib/rlvr/study_report.py"}) == ["04_laptop_rlvr"]
     assert names({"notebooks/01_theory.ipynb", "README.md"}) == ["01_theory"]
-    assert names({"params/quick.yaml"}) == [spec.name for spec in NOTEBOOKS]
+    assert names({"params/paper/01_theory.yaml"}) == [spec.name for spec in NOTEBOOKS]
     assert names({"README.md", "docs/pipeline.md"}) == []
     run_file = next(p for p in sorted(t.input_files(get_notebook("04_laptop_rlvr"))) if p.startswith("data/runs/"))
     assert names({run_file}) == ["04_laptop_rlvr"]

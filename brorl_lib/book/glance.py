@@ -20,10 +20,14 @@ from brorl_lib.core.registry import NOTEBOOKS
 TITLE = "## Results at a glance"
 
 
+def _claim_files(recorded: dict) -> list[tuple[str, dict]]:
+    """The claim rows' CSV files in the manifest, with their entries, sorted by name."""
+    return [(name, e) for name, e in sorted(recorded["artifacts"].items()) if name.endswith(f"{SUFFIX}.csv")]
+
+
 def claim_of(notebook: str, recorded: dict, figures: Path) -> tuple[dict[str, str], dict] | str:
     """``notebook``'s claim row and its manifest entry, or why there is none (in words)."""
-    entries = [(name, e) for name, e in sorted(recorded["artifacts"].items()) if e.get("notebook") == notebook]
-    found = [(name, e) for name, e in entries if name.endswith(f"{SUFFIX}.csv")]
+    found = [(name, e) for name, e in _claim_files(recorded) if e.get("notebook") == notebook]
     if not found:
         return f"no claim row in `{figures.name}/`: `make reproduce` writes it"
     name, entry = found[0]
@@ -60,7 +64,7 @@ def _table(recorded: dict, figures: Path, quote: Callable[[str], str], link: Cal
 
 
 def _made_with(recorded: dict) -> str:
-    profiles = sorted({e["profile"] for n, e in recorded["artifacts"].items() if n.endswith(f"{SUFFIX}.csv")})
+    profiles = sorted({e["profile"] for _, e in _claim_files(recorded)})
     return f" (made with the {' and '.join(profiles)} profile)" if profiles else ""
 
 

@@ -1,12 +1,11 @@
-"""Parameter profiles (params/*.yaml) and their checks against each notebook's declared parameters.
+"""Parameter profiles (params/) and their checks against each notebook's declared parameters.
 
-A profile maps notebook names to parameter overrides and an optional timeout::
+A profile is a folder of flat parameter files, one per notebook it changes, each what papermill's ``-f`` takes as
+it is (``papermill notebooks/01_theory.ipynb out.ipynb -f params/paper/01_theory.yaml``)::
 
-    extends: paper            # optional: start from another profile
-    notebooks:
-      01_theory:
-        timeout_s: 900
-        parameters: {n_instances: 3000}
+    params/profiles.yaml          the profiles: description, the profile each extends, timeouts
+    params/paper/01_theory.yaml   n_instances: 3000
+                                  mc_trials: 2000000
 
 Parameters a profile does not set keep the notebook's defaults (the quick profile). Every value, from a
 profile or from ``-p NAME VALUE``, is read by its parameter's declaration (``core.params.Param``) and checked
@@ -24,51 +23,79 @@ import yaml
 from brorl_lib.core.paths import PARAMS_DIR
 from brorl_lib.core.registry import NotebookSpec, get_notebook
 
-PROFILE_KEYS = {"extends", "description", "notebooks"}
-NOTEBOOK_KEYS = {"parameters", "timeout_s"}
+INDEX = "profiles.yaml"  # in params/: every profile, what it is for, what it extends, its timeouts
+PROFILE_KEYS = {"extends", "description", "timeout_s"}
 
 
-def available_profiles(params_dir: Path = PARAMS_DIR) -> list[str]:
-    return sorted(p.stem for p in params_dir.glob("*.yaml"))
-
-
-def load_profile(name: str, params_dir: Path = PARAMS_DIR, _seen: tuple[str, ...] = ()) -> dict[str, dict]:
-    """Notebook name -> {"parameters": {...}, "timeout_s": int|None}, with ``extends`` resolved."""
-    path = params_dir / f"{name}.yaml"
-    if not path.is_file():
-        raise ValueError(f"unknown profile {name!r}; available: {available_profiles(params_dir)}")
-    if name in _seen:
-        raise ValueError(f"profile {name!r} extends itself through {list(_seen)}")
+def _read_yaml(path: Path):
+    """``path`` read as YAML; malformed YAML raises a ValueError naming the file, the line and the problem."""
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        return yaml.safe_load(path.read_text())
     except yaml.YAMLError as err:
         lines = path.read_text().splitlines()
         mark = getattr(err, "context_mark", None) or getattr(err, "problem_mark", None)  # where the value began
         where = f" line {mark.line + 1}: {lines[mark.line].strip()!r}" if mark and mark.line < len(lines) else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise ValueError(f"{path.name}{where}: not valid YAML ({problem})") from None
-    if not isinstance(raw, dict):
-        raise ValueError(f"{path.name}: expected a mapping with keys {sorted(PROFILE_KEYS)}")
-    bad = set(raw) - PROFILE_KEYS
+        raise ValueError(f"{_shown(path)}{where}: not valid YAML ({problem})") from None
+
+
+def _shown(path: Path) -> str:
+    """A profile's file as its messages name it: ``paper/01_theory.yaml``, ``profiles.yaml``."""
+    return path.name if path.name == INDEX else f"{path.parent.name}/{path.name}"
+
+
+def _index(params_dir: Path) -> dict[str, dict]:
+    path = params_dir / INDEX
+    raw = _read_yaml(path) if path.is_file() else None
+    if not isinstance(raw, dict) or not all(isinstance(v, dict) or v is None for v in raw.values()):
+        raise ValueError(f"{path}: expected a mapping of profile name to a mapping with keys {sorted(PROFILE_KEYS)}")
+    return {name: entry or {} for name, entry in raw.items()}
+
+
+def available_profiles(params_dir: Path = PARAMS_DIR) -> list[str]:
+    return sorted(_index(params_dir))
+
+
+def profile_files(name: str, params_dir: Path = PARAMS_DIR) -> dict[str, list[Path]]:
+    """Notebook name -> the flat files of profile ``name``, in the order papermill's ``-f`` takes them (those of
+    the profile it extends first)."""
+    entry = _index(params_dir).get(name, {})
+    files = profile_files(entry["extends"], params_dir) if entry.get("extends") else {}
+    for path in _own_files(name, params_dir):
+        files.setdefault(path.stem, []).append(path)
+    return files
+
+
+def _own_files(name: str, params_dir: Path) -> list[Path]:
+    folder = params_dir / name
+    return sorted(folder.glob("*.yaml")) if folder.is_dir() else []
+
+
+def load_profile(name: str, params_dir: Path = PARAMS_DIR, _seen: tuple[str, ...] = ()) -> dict[str, dict]:
+    """Notebook name -> {"parameters": {...}, "timeout_s": int|None}, with ``extends`` resolved."""
+    index = _index(params_dir)
+    if name not in index:
+        raise ValueError(f"unknown profile {name!r}; available: {sorted(index)}")
+    if name in _seen:
+        raise ValueError(f"profile {name!r} extends itself through {list(_seen)}")
+    entry = index[name]
+    bad = set(entry) - PROFILE_KEYS
     if bad:
-        raise ValueError(f"{path.name}: unknown keys {sorted(bad)}; allowed: {sorted(PROFILE_KEYS)}")
-    merged = load_profile(raw["extends"], params_dir, _seen + (name,)) if raw.get("extends") else {}
-    for nb_name, entry in (raw.get("notebooks") or {}).items():
-        get_notebook(nb_name)  # unknown notebook -> ValueError
-        entry = entry or {}
-        if not isinstance(entry, dict) or not isinstance(entry.get("parameters") or {}, dict):
-            raise ValueError(
-                f"{path.name}: {nb_name}: expected a mapping with keys {sorted(NOTEBOOK_KEYS)}, "
-                "its parameters a mapping of name to value"
-            )
-        bad = set(entry) - NOTEBOOK_KEYS
-        if bad:
-            raise ValueError(f"{path.name}: {nb_name}: unknown keys {sorted(bad)}; allowed: {sorted(NOTEBOOK_KEYS)}")
-        base = merged.get(nb_name, {"parameters": {}, "timeout_s": None})
-        merged[nb_name] = {
-            "parameters": {**base["parameters"], **(entry.get("parameters") or {})},
-            "timeout_s": entry.get("timeout_s", base["timeout_s"]),
-        }
+        raise ValueError(f"{INDEX}: {name}: unknown keys {sorted(bad)}; allowed: {sorted(PROFILE_KEYS)}")
+    timeouts = entry.get("timeout_s") or {}
+    if not isinstance(timeouts, dict):
+        raise ValueError(f"{INDEX}: {name}: timeout_s is a mapping of notebook name to seconds, got {timeouts!r}")
+    merged = load_profile(entry["extends"], params_dir, _seen + (name,)) if entry.get("extends") else {}
+    for path in _own_files(name, params_dir):
+        get_notebook(path.stem)  # a file named after no notebook -> ValueError
+        values = _read_yaml(path) or {}
+        if not isinstance(values, dict):
+            raise ValueError(f"{_shown(path)}: expected a mapping of parameter name to value")
+        base = merged.get(path.stem, {"parameters": {}, "timeout_s": None})
+        merged[path.stem] = {"parameters": {**base["parameters"], **values}, "timeout_s": base["timeout_s"]}
+    for nb_name, timeout in timeouts.items():
+        get_notebook(nb_name)
+        merged.setdefault(nb_name, {"parameters": {}, "timeout_s": None})["timeout_s"] = timeout
     return merged
 
 

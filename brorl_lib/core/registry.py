@@ -11,7 +11,7 @@ from brorl_lib.core.paths import NOTEBOOKS_DIR
 
 @dataclass(frozen=True)
 class NotebookSpec:
-    name: str  # file stem in notebooks/, also the key in params/*.yaml
+    name: str  # file stem in notebooks/ and of its files in params/<profile>/
     title: str  # what it regenerates, one line
     config: str  # "module:Class" of its NotebookConfig
     data_files: tuple[str, ...] = ()  # glob patterns, relative to the repository root: every file the

@@ -1,6 +1,6 @@
 """Which profile a run's parameters are, and what they change: a run with other parameters is a ``variant``.
 
-The companion's own profiles (``SHIPPED_PROFILES``: params/quick.yaml, paper.yaml, gpu.yaml) are what its
+The companion's own profiles (``SHIPPED_PROFILES``: quick, paper and gpu in params/profiles.yaml) are what its
 provenance classes speak of: ``reproduced`` is the paper's scale as the paper profile sets it, ``scaled-down``
 the quick profile's. A notebook declares the class its profile's parameters give; ``classify`` turns a
 ``reproduced`` or ``scaled-down`` artifact into a ``variant`` as soon as one parameter differs from its
@@ -79,11 +79,14 @@ def changes(values: dict, reference: dict, config_class) -> dict[str, object]:
 
 def _diffs(spec, values: dict, params_dir, depends_on=None) -> dict[str, dict]:
     """Shipped profile -> the parameters ``values`` changes from it (of ``depends_on`` only, when given)."""
+    from brorl_lib.core.profiles import available_profiles
+
     cls = spec.config_class()
     values = {k: _plain(v) for k, v in values.items() if depends_on is None or k in depends_on}
     diffs = {}
+    present = available_profiles(params_dir)
     for p in SHIPPED_PROFILES:
-        if (params_dir / f"{p}.yaml").is_file():
+        if p in present:
             try:
                 diffs[p] = changes(values, profile_values(spec, p, params_dir), cls)
             except ValueError:  # a profile that no longer fits the declaration (its plan is refused): no reference

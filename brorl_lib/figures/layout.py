@@ -1,71 +1,37 @@
-"""The layout check: what makes a drawn figure hard to read, found by drawing it and comparing boxes.
+"""Keeping a drawn figure readable: tick labels thinned where they overlap, legends and annotations moved off the
+data (a legend that fits nowhere inside its panel goes under its axis, which keeps its limits), the canvas's height
+set. ``figures.plotting.fit_texts`` runs these on every figure before it is saved.
 
-``problems(fig)`` lists, in words, every finding of one drawn figure:
-
-- texts of one panel over another panel's texts or plotting area, or over a figure-level text (the title,
-  the provenance stamp, a figure legend);
-- tick labels of one axis over each other;
-- a legend or an annotation over the data of a panel (lines, markers, error bars, bars; reference lines
-  such as ``axhline`` are guides, not data);
-- an axis more than ``MAX_AXIS_SPAN`` times as long as what it shows (its data, with zero, or the whole scale
-  of a probability, a change of one or a percentage when the axis is set to it): no stretched linear axis, no
-  empty decades of a log axis;
-- a text outside the canvas, a canvas wider than its style's width, a plotting area under ``MIN_AXES_EM`` ems,
-  or a layout matplotlib could not make.
-
-``figures.plotting.save_figure`` runs it on every figure it saves; a run with ``BRORL_LAYOUT_CHECK=1`` (the
-test suite's notebook runs, ``make nbval``) also redraws each figure in every preset style and fails on any
-finding, and appends them to the report file ``BRORL_LAYOUT_REPORT`` names, which
-``python -m brorl_lib layout-report`` sums per style.
+The check of the result (texts over texts or data, stretched axes, every figure in every preset) is the tests'
+work: ``tests/layout_check.py``, which ``make nbval`` runs on every figure the notebooks save.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import warnings
-from pathlib import Path
 
 import matplotlib as mpl
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.collections import LineCollection, PathCollection, PolyCollection
+from matplotlib.collections import LineCollection, PathCollection
 from matplotlib.patches import Rectangle
-from matplotlib.text import Annotation
 from matplotlib.transforms import Bbox, ScaledTranslation
 
-from brorl_lib.figures import styles
-
-CHECK_ENV = "BRORL_LAYOUT_CHECK"  # "1": every figure saved is checked in every preset, a finding fails the run;
-# "report": checked in every preset, findings only reported
-REPORT_ENV = "BRORL_LAYOUT_REPORT"  # a JSON-lines file the findings (and clean figures) are appended to
 MIN_AXES_EM = 4.0  # a plotting area under 4 ems in either direction has collapsed (our choice)
 BASE_BELOW_ATTR = "_brorl_base_below_in"  # a figure's stamp strip (inches), under which nothing is laid out
 _SEGMENT_SAMPLES = 24  # points a drawn line segment is checked at, besides its ends
-_CANVAS_TOL_IN = 0.005  # a canvas may exceed its style's width by this much (rounding of pixel sizes)
-MAX_AXIS_SPAN = 1.5  # an axis may be at most this many times as long as what it shows (our choice)
-WHOLE_SCALES = ((0.0, 1.0), (-1.0, 1.0), (0.0, 100.0))  # a linear axis may be set to these on purpose
 
 
-class LayoutError(RuntimeError):
-    """A figure with layout findings, in a run that checks layouts strictly."""
-
-
-def checking() -> bool:
-    """Whether figures are checked in every preset style (``BRORL_LAYOUT_CHECK`` set, not "0")."""
-    return os.environ.get(CHECK_ENV, "").strip() not in ("", "0")
-
-
-def strict() -> bool:
-    """Whether a finding fails the run (``BRORL_LAYOUT_CHECK=1``)."""
-    return checking() and os.environ.get(CHECK_ENV, "").strip() != "report"
-
-
-def drawn(fig: mpl.figure.Figure):
-    """Draw ``fig`` (laid out) and return its renderer; a figure closed by pyplot gets an Agg canvas again."""
+def drawn(fig: mpl.figure.Figure, quiet: bool = True):
+    """Draw ``fig`` (laid out) and return its renderer; a figure closed by pyplot gets an Agg canvas again.
+    ``quiet``: no warning that constrained layout could not be made in this draw (a passing state while texts
+    are fitted and the height set; the tests' layout check draws the finished figure with ``quiet=False``)."""
     if not hasattr(fig.canvas, "get_renderer"):
         FigureCanvasAgg(fig)
-    fig.canvas.draw()
+    with warnings.catch_warnings():
+        if quiet:
+            warnings.filterwarnings("ignore", message="constrained_layout not applied", category=UserWarning)
+        fig.canvas.draw()
     return fig.canvas.get_renderer()
 
 
@@ -200,53 +166,6 @@ def _data(ax) -> tuple[np.ndarray, list]:
     return pts[np.isfinite(pts).all(axis=1) & shown], bars
 
 
-def _in_data(text) -> bool:
-    """Whether ``text`` is placed at a point in data coordinates (a value label, an annotated point)."""
-    if isinstance(text, Annotation):
-        return text.xycoords == "data"
-    return text.get_transform() == text.axes.transData
-
-
-def _coords(boxes: list) -> np.ndarray:
-    return np.array([c for b in boxes for c in ((b.x0, b.y0), (b.x1, b.y1))]).reshape(-1, 2)
-
-
-def axis_spans(ax, renderer=None) -> list[str]:
-    """Each axis of the drawn ``ax`` more than ``MAX_AXIS_SPAN`` times as long, on screen, as what it shows: its
-    data (lines, markers, error bars, bars, a bar of height zero too, ``fill_between`` bands) and the texts placed
-    at data points, inside its limits, with zero when the axis holds it, and its limits when they are one of
-    ``WHOLE_SCALES``; an axis with no data, or one value, is not judged."""
-    points, _ = _data(ax)
-    bars = [p.get_window_extent(renderer) for p in ax.patches if isinstance(p, Rectangle) and p.get_visible()]
-    shown = [points, _coords(bars)]
-    for coll in ax.collections:
-        if isinstance(coll, PolyCollection) and coll.get_visible() and coll.get_transform() == ax.transData:
-            shown += [ax.transData.transform(path.vertices) for path in coll.get_paths() if len(path.vertices)]
-    data = np.concatenate(shown)
-    labels = _coords([t.get_window_extent(renderer) for t in _shown_texts(ax.texts) if _in_data(t)])
-    area = ax.get_window_extent(renderer)
-    found = []
-    for k, which, axis in ((0, "x", ax.xaxis), (1, "y", ax.yaxis)):
-        low, high = (area.x0, area.x1) if k == 0 else (area.y0, area.y1)
-        values = np.r_[data[:, k], labels[:, k]]
-        inside = np.clip(values[(values >= low - 1) & (values <= high + 1)], low, high)  # NaN drops out
-        if not len(data) or inside.size == 0 or np.ptp(inside) < 1:
-            continue
-        if axis.get_scale() == "linear":
-            limits = sorted(ax.get_xlim() if k == 0 else ax.get_ylim())
-            refs = [0.0] if limits[0] <= 0 <= limits[1] else []
-            refs += limits if any(np.allclose(limits, whole) for whole in WHOLE_SCALES) else []
-            other = (ax.get_ylim() if k == 0 else ax.get_xlim())[0]  # any value on the other axis
-            pairs = [(r, other) if k == 0 else (other, r) for r in refs]
-            if pairs:
-                base = ax.transData.transform(pairs)[:, k]
-                inside = np.r_[inside, base[(base >= low - 1) & (base <= high + 1)]]
-        span = (high - low) / max(np.ptp(inside), 1e-9)
-        if span > MAX_AXIS_SPAN:
-            found.append(f"the {which} axis spans {span:.1f} times what it shows")
-    return found
-
-
 def _covers(box: Bbox, points: np.ndarray, bars: list, pad: float) -> bool:
     inner = Bbox.from_extents(box.x0 + pad, box.y0 + pad, box.x1 - pad, box.y1 - pad)
     if inner.width <= 0 or inner.height <= 0:
@@ -255,109 +174,6 @@ def _covers(box: Bbox, points: np.ndarray, bars: list, pad: float) -> bool:
         (points[:, 0] > inner.x0) & (points[:, 0] < inner.x1) & (points[:, 1] > inner.y0) & (points[:, 1] < inner.y1)
     )
     return bool(inside.any()) or any(_overlap(inner, b, 0.0) for b in bars)
-
-
-def _figure_texts(fig) -> list:
-    """The figure's own texts (its title is one of them)."""
-    return _shown_texts(fig.texts)
-
-
-def _style_width_problem(fig, style) -> list[str]:
-    width = fig.get_size_inches()[0]
-    widths = (style.column_in, style.full_in)
-    if all(width > w + _CANVAS_TOL_IN for w in widths) or width > max(widths) + _CANVAS_TOL_IN:
-        return [f"canvas {width:.2f} in wide: wider than the style's {max(widths):g} in"]
-    return []
-
-
-def problems(fig: mpl.figure.Figure, style=None) -> list[str]:
-    """Every finding of the drawn ``fig`` (see the module's doc), in words; empty when it reads well.
-    ``style`` (a ``figures.styles.FigureStyle``) gives the em and the widths: default, the style it was drawn in."""
-    style = style or styles.drawn_in(fig)
-    found = []
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        renderer = drawn(fig)
-    found += [f"layout: {w.message}" for w in caught if "layout" in str(w.message).lower()]
-    em_px = style.font_pt / 72 * fig.dpi
-    tol = 0.5 / 72 * fig.dpi  # half a point
-    main = [ax for ax in fig.axes if ax.get_visible() and not hasattr(ax, "_colorbar")]
-    names = {ax: (ax.get_title(loc="left") or ax.get_title() or f"panel {i + 1}") for i, ax in enumerate(main)}
-    areas = {ax: ax.get_window_extent(renderer) for ax in main}
-    boxes = {ax: text_boxes(ax, renderer) for ax in main}
-    for ax in main:
-        box = areas[ax]
-        if box.width < MIN_AXES_EM * em_px or box.height < MIN_AXES_EM * em_px:
-            found.append(
-                f"{names[ax]!r}: plotting area {box.width / fig.dpi:.2f} x {box.height / fig.dpi:.2f} in is too small"
-            )
-    for i, a in enumerate(main):
-        for b in main[i + 1 :]:
-            if _overlap(areas[a], areas[b], tol):
-                continue  # twin or inset axes: one panel drawn over another on purpose
-            clash = any(_overlap(t, u, tol) for t in boxes[a] for u in boxes[b])
-            clash |= any(_overlap(t, areas[b], tol) for t in boxes[a])
-            clash |= any(_overlap(u, areas[a], tol) for u in boxes[b])
-            if clash:
-                found.append(f"texts of {names[a]!r} and {names[b]!r} overlap")
-    for ax in main:
-        for axis, which in ((ax.xaxis, "x"), (ax.yaxis, "y")):
-            if ticks_crowded(axis, renderer, tol):
-                found.append(f"{names[ax]!r}: {which} tick labels overlap each other")
-    found += _over_data(fig, main, names, renderer, tol)
-    found += [f"{names[ax]!r}: {p}" for ax in main for p in axis_spans(ax, renderer)]
-    found += _figure_level(fig, main, names, boxes, areas, renderer, tol)
-    found += _style_width_problem(fig, style)
-    return found
-
-
-def _over_data(fig, main, names, renderer, tol) -> list[str]:
-    """Legends and annotations over a panel's data."""
-    found = []
-    data = {ax: _data(ax) for ax in main}
-    texts = {ax: text_boxes(ax, renderer) + _boxes(_shown_texts(ax.texts), renderer) for ax in main}
-    for ax in main:
-        legend = ax.get_legend()
-        if legend is not None and legend.get_visible():
-            box = legend.get_window_extent(renderer)
-            if _covers(box, *data[ax], tol):
-                found.append(f"{names[ax]!r}: the legend covers data")
-            if any(_overlap(box, t, tol) for other in main for t in texts[other]):
-                found.append(f"{names[ax]!r}: the legend covers a text")
-            if any(_overlap(box, other.get_window_extent(renderer), tol) for other in main if other is not ax):
-                found.append(f"{names[ax]!r}: the legend runs onto another panel")
-        for text in _shown_texts(ax.texts):
-            box = text.get_window_extent(renderer)
-            if _covers(box, *data[ax], tol):
-                found.append(f"{names[ax]!r}: the annotation {text.get_text()[:40]!r} covers data")
-    for legend in fig.legends:
-        box = legend.get_window_extent(renderer)
-        for ax in main:
-            if _covers(box, *data[ax], tol):
-                found.append(f"the figure legend covers data of {names[ax]!r}")
-    return found
-
-
-def _figure_level(fig, main, names, boxes, areas, renderer, tol) -> list[str]:
-    """Figure-level texts (title, stamp) and legends against the panels; every text inside the canvas."""
-    found = []
-    canvas = fig.bbox
-    top = [(f"the figure text {t.get_text()[:40]!r}", t.get_window_extent(renderer)) for t in _figure_texts(fig)]
-    top += [("the figure legend", lg.get_window_extent(renderer)) for lg in fig.legends]
-    for what, box in top:
-        for ax in main:
-            if any(_overlap(box, t, tol) for t in boxes[ax]) or _overlap(box, areas[ax], tol):
-                found.append(f"{what} overlaps {names[ax]!r}")
-    for k, (what, box) in enumerate(top):
-        for other, box2 in top[k + 1 :]:
-            if _overlap(box, box2, tol):
-                found.append(f"{what} overlaps {other}")
-    every = [b for ax in main for b in boxes[ax]] + [box for _, box in top]
-    every += [ax.get_legend().get_window_extent(renderer) for ax in main if ax.get_legend() is not None]
-    inside = Bbox.from_extents(canvas.x0 - tol, canvas.y0 - tol, canvas.x1 + tol, canvas.y1 + tol)
-    if any(not (inside.contains(b.x0, b.y0) and inside.contains(b.x1, b.y1)) for b in every):
-        found.append("a text runs off the canvas")
-    return found
 
 
 # --- mending what the check would find ---
@@ -500,26 +316,3 @@ def place_annotations(fig: mpl.figure.Figure) -> None:
                 note.set_va(va)
                 if _clear(note.get_window_extent(renderer), ax, data, others, renderer, tol, fig.bbox):
                     break
-
-
-def report(name: str, style_label: str, found: list[str]) -> None:
-    """Append one figure's findings in one style to the report file, when the run names one."""
-    path = os.environ.get(REPORT_ENV, "").strip()
-    if not path:
-        return
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as out:
-        out.write(json.dumps({"figure": name, "style": style_label, "problems": found}) + "\n")
-
-
-def summary(path: Path) -> tuple[dict[str, tuple[int, int]], list[str]]:
-    """From a report file: style -> (figures checked, findings), and each finding as a line."""
-    counts: dict[str, list[int]] = {}
-    lines = []
-    for raw in Path(path).read_text(encoding="utf-8").splitlines():
-        row = json.loads(raw)
-        c = counts.setdefault(row["style"], [0, 0])
-        c[0] += 1
-        c[1] += len(row["problems"])
-        lines += [f"{row['figure']} ({row['style']}): {p}" for p in row["problems"]]
-    return {k: (v[0], v[1]) for k, v in counts.items()}, lines

@@ -6,8 +6,8 @@ paper's own size a figure is laid out exactly as its function asks; in another s
 would be narrower than ``MIN_PANEL_EM`` of the style's type re-flows onto more rows (three panels become 2 + 1
 or a stack), each panel keeping a readable height. Sizes a figure function writes itself go through ``pt``,
 so they grow with the style's type. The canvas is the style's width, never wider: ``fit_texts`` breaks text
-that would not fit onto more lines. ``save_figure`` runs ``figures.layout``'s check on every figure (in every
-preset style, failing on a finding, when ``BRORL_LAYOUT_CHECK=1``).
+that would not fit onto more lines, and ``figures.layout`` moves legends and notes off the data. The check of the
+result is the tests' (``BRORL_LAYOUT_CHECK`` names it: ``make nbval`` runs tests/layout_check.py on every figure).
 
 Figure functions are wrapped in ``core.precision.rounded_inputs`` and ``save_figure`` writes the CSV from
 ``core.precision.rounded``: the figure and its CSV hold the same numbers, rounded far above last-bit noise.
@@ -15,9 +15,9 @@ Figure functions are wrapped in ``core.precision.rounded_inputs`` and ``save_fig
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
-import sys
 import weakref
 from collections.abc import Callable
 
@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 
-from brorl_lib.core import atomic, precision
+from brorl_lib.core import atomic
 from brorl_lib.core.artifacts import Saved, check_artifact, record_artifact, stamp_text
 from brorl_lib.core.paths import output_dir
 from brorl_lib.core.precision import rounded
@@ -43,6 +43,7 @@ MIN_PANEL_HEIGHT_EM = 10.0
 REFLOWED_RATIO = 0.75
 MIN_AXES_EM = layout.MIN_AXES_EM
 STAMP_PT = 6.0  # the stamp's type size in the paper style
+LAYOUT_CHECK_ENV = "BRORL_LAYOUT_CHECK"  # a module whose check(...) every saved figure goes through (make nbval)
 
 _STAMP_GID = "brorl-provenance"
 _REFLOWED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # figure -> (axes as designed, columns now)
@@ -342,42 +343,11 @@ def _fit_loop(fig: mpl.figure.Figure) -> bool:
     return any_change
 
 
-def redraw(fig: mpl.figure.Figure, style: styles.FigureStyle) -> mpl.figure.Figure | None:
-    """``fig`` drawn again by the figure function that made it, from the same inputs, in ``style`` (None when a
-    function outside ``core.precision.rounded_inputs`` drew it)."""
-    call = precision.call_of(fig)
-    if call is None:
-        return None
-    plot, args, kwargs = call
-    with styles.using(style):
-        return plot(*args, **kwargs)
-
-
-def check_layout(fig: mpl.figure.Figure, name: str, provenance: str, changed: dict | None, basis: str = "") -> None:
-    """The layout check of a figure about to be saved: in the style in force (a warning per finding), and in a
-    strict run (``figures.layout.checking``) redrawn in every preset too, raising ``LayoutError`` on any finding."""
-    style = style_of(fig)
-    findings = {style.label: layout.problems(fig)}
-    if layout.checking():
-        for other in styles.PRESETS.values():
-            if other.label in findings:
-                continue
-            again = redraw(fig, other)
-            if again is None:
-                findings[other.label] = [f"cannot be redrawn in {other.label}: not drawn by a rounded_inputs function"]
-                continue
-            stamp_provenance(again, provenance, changed, basis)
-            fit_texts(again)
-            findings[other.label] = layout.problems(again, other)
-            plt.close(again)
-    for label, found in findings.items():
-        layout.report(name, label, found)
-        for problem in found:
-            print(f"warning: {name} in style {label}: {problem}", file=sys.stderr)
-    bad = {label: found for label, found in findings.items() if found}
-    if bad and layout.strict():
-        lines = "; ".join(f"{label}: {', '.join(found)}" for label, found in bad.items())
-        raise layout.LayoutError(f"{name}: the layout check found: {lines}")
+def layout_check() -> Callable | None:
+    """The layout check the run asks for (``BRORL_LAYOUT_CHECK``: a module with ``check(fig, name, provenance,
+    changed, basis)``, e.g. ``layout_check`` of tests/ under ``make nbval``), or None."""
+    module = os.environ.get(LAYOUT_CHECK_ENV, "").strip()
+    return importlib.import_module(module).check if module else None
 
 
 # --- writing ---
@@ -431,7 +401,9 @@ def save_figure(
     provenance, changed = variants.classify(provenance, depends_on=depends_on)
     stamp_provenance(fig, provenance, changed, basis)
     fit_texts(fig)
-    check_layout(fig, name, provenance, changed, basis)
+    check = layout_check()
+    if check is not None:
+        check(fig, name, provenance, changed, basis)
     style = style_of(fig)
     out = output_dir()
     said = stamp_text(provenance, changed, basis)

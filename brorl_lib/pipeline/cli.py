@@ -1,4 +1,4 @@
-"""Command line: ``python -m brorl_lib list | params | run | reproduce | status | layout-report | refresh``.
+"""Command line: ``python -m brorl_lib list | params | run | reproduce | status | refresh``.
 
 ``run NAME --style STYLE --out DIR [--svg] [--no-stamp]`` re-draws a notebook's figures in another style
 (``figures.styles``). The layout check of every figure in every preset style (``figures.layout``) runs in ``make
@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from brorl_lib.core.paths import BUILD_DIR, FIGURES_DIR
-from brorl_lib.core.profiles import available_profiles, load_profile, parse_override, plan_run
+from brorl_lib.core.paths import FIGURES_DIR, REPO_ROOT
+from brorl_lib.core.profiles import available_profiles, load_profile, parse_override, plan_run, profile_files
 from brorl_lib.core.registry import NOTEBOOKS, get_notebook
 from brorl_lib.pipeline import destination
 
@@ -23,8 +23,6 @@ if TYPE_CHECKING:
 
 # matplotlib, nbformat and the notebooks' own modules load only where a command needs them (inside the
 # functions below), so that a command's argument errors print at once.
-
-LAYOUT_REPORT = BUILD_DIR / "layout-check.jsonl"  # where the test suite's notebook runs report
 
 
 def _style_presets(with_help: bool) -> str:
@@ -50,7 +48,9 @@ def _parser(with_help: bool = True) -> argparse.ArgumentParser:
     )
 
     def add_run_args(p: argparse.ArgumentParser, default_profile: str) -> None:
-        p.add_argument("--profile", default=default_profile, help=f"params/<profile>.yaml (default {default_profile})")
+        p.add_argument(
+            "--profile", default=default_profile, help=f"a profile of params/profiles.yaml (default {default_profile})"
+        )
         p.add_argument(
             "--out",
             type=Path,
@@ -111,12 +111,6 @@ def _parser(with_help: bool = True) -> argparse.ArgumentParser:
     status.add_argument("--out", type=Path, default=FIGURES_DIR)
     status.add_argument("--check", action="store_true", help="exit 1 if any artifact is stale or not recorded")
 
-    report = sub.add_parser(
-        "layout-report",
-        help="sum a layout-check report (written where BRORL_LAYOUT_REPORT points) per style; exit 1 on a finding",
-    )
-    report.add_argument("path", type=Path, nargs="?", default=LAYOUT_REPORT, help=f"default {LAYOUT_REPORT}")
-
     refresh = sub.add_parser(
         "refresh", help="re-execute notebooks/ in place with their committed profile (the defaults, or nb 04: paper)"
     )
@@ -143,6 +137,10 @@ def _cmd_params(names: list[str], write: bool) -> int:
         print(f"{spec.name}: {spec.title}")
         for line in cell.splitlines():
             print(f"  {line}")
+        for profile in available_profiles():  # what papermill's -f takes for each profile
+            files = profile_files(profile).get(spec.name, [])
+            flags = " ".join(f"-f {path.relative_to(REPO_ROOT)}" for path in files) or "(the defaults above)"
+            print(f"  profile {profile}: {flags}")
     return 0
 
 
@@ -271,7 +269,7 @@ def run_all(plans: list, out: Path, look, jobs: int, force: bool, log_output: bo
             while waiting and len(running) < jobs:  # started here, one at a time, so a failure starts none after it
                 i = waiting.pop(0)
                 _started(i, plans, look)
-                running[pool.submit(run_notebook, plans[i - 1], out, force, log_output, look)] = i
+                running[pool.submit(run_notebook, plans[i - 1], out, force=force, log_output=log_output, look=look)] = i
             done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)  # woken to take an interrupt
             for future in done:
                 i = running.pop(future)
@@ -339,22 +337,6 @@ def _reproduce(args) -> int:
     return _run([nb.name for nb in NOTEBOOKS], args, [], rebuild_manifest=True)
 
 
-def _cmd_layout_report(path: Path) -> int:
-    """Figures checked and findings per style, from a layout-check report; 1 on a finding or no report."""
-    from brorl_lib.figures import layout
-
-    if not path.is_file():
-        where = f"runs write one where {layout.REPORT_ENV} points"
-        print(f"error: no layout-check report at {destination.shown(path)} ({where})", file=sys.stderr)
-        return 1
-    counts, findings = layout.summary(path)
-    for style, (checked, found) in sorted(counts.items()):
-        print(f"{style}: {checked} figures checked, {found} findings")
-    for line in findings:
-        print(f"  {line}")
-    return 1 if findings or not counts else 0
-
-
 def _take_parameters(argv: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
     """Pull every ``-p NAME VALUE`` out of ``argv`` before argparse sees it, so that a VALUE starting with
     '-' (-1e-3, -inf) is read as a value, not as an option."""
@@ -385,8 +367,6 @@ def main(argv: list[str] | None = None) -> int:
             return _run(args.names, args, args.parameter)
         if args.command == "reproduce":
             return _reproduce(args)
-        if args.command == "layout-report":
-            return _cmd_layout_report(args.path)
         if args.command == "status":
             return _cmd_status(args.out, args.check)
         from brorl_lib.pipeline.runner import refresh_notebook

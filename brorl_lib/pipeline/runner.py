@@ -184,7 +184,7 @@ def _execute(plan: Plan, staging: Path, executed: Path, log_output: bool, look: 
         _kill(proc)
         raise NotebookFailed(
             f"notebook {plan.spec.name} ran past its timeout of {plan.timeout_s} s "
-            f"(set timeout_s for it in params/{plan.profile}.yaml); partial copy: {executed}"
+            f"(set its timeout_s under {plan.profile} in params/profiles.yaml); partial copy: {executed}"
         ) from None
     except BaseException:  # an interrupt: the kernel runs in a session of its own, so it is stopped here
         _kill(proc)

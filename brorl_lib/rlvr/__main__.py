@@ -40,7 +40,7 @@ def _stop(signum: int, frame) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m brorl_lib.rlvr", description=__doc__.splitlines()[0])
     parser.add_argument("stage", choices=STAGES)
-    parser.add_argument("--profile", default="paper", help="params/<profile>.yaml (default: paper)")
+    parser.add_argument("--profile", default="paper", help="a profile of params/profiles.yaml (default: paper)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a parameter")
     parser.add_argument("--limit", type=int, default=None, help="phase2: run at most this many arms, then stop")
     args = parser.parse_args(argv)

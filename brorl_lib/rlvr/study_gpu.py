@@ -1,6 +1,6 @@
 """The countdown study's update-quality grid as an extra row set on a GPU, at a larger model than the CPU study.
 
-The settings are notebook 04's under the gpu profile (``params/gpu.yaml``: the paper profile with one larger
+The settings are notebook 04's under the gpu profile (``params/gpu/``: the paper profile with one larger
 countdown model and device cuda), with ``phase1_max_steps`` lowered where the GPU's time is short. One call runs
 screen -> plateau_stage -> update_quality_stage into its root and writes ``record.json`` there (card, versions,
 candidate, the model's parameter count, wall seconds per stage), rewritten after each stage so a cut run still
