@@ -205,6 +205,7 @@ def test_status_reports_each_kind_of_staleness(tmp_path):
 
 def test_profiles_extend_and_reject_unknown_keys(tmp_path):
     index = "base:\n  timeout_s: {01_theory: 5}\nchild:\n  extends: base\nbad:\n  timeouts: {}\nother:\nlist:\n"
+    index += "loop:\n  extends: back\nback:\n  extends: loop\norphan:\n  extends: nope\n"
     (tmp_path / "profiles.yaml").write_text(index)
     for profile, name, text in [
         ("base", "01_theory", "seed: 1\neta: 0.1\n"),
@@ -226,6 +227,10 @@ def test_profiles_extend_and_reject_unknown_keys(tmp_path):
         load_profile("list", tmp_path)
     with pytest.raises(ValueError, match="unknown profile 'nope'"):
         load_profile("nope", tmp_path)
+    for profile in ("loop", "orphan"):  # an extends that leads nowhere is named by files and values alike
+        for read in (load_profile, profile_files):
+            with pytest.raises(ValueError, match=r"extends itself through \['loop', 'back'\]|unknown profile 'nope'"):
+                read(profile, tmp_path)
 
 
 def test_plan_rejects_unknown_and_bad_parameters():

@@ -56,46 +56,55 @@ def available_profiles(params_dir: Path = PARAMS_DIR) -> list[str]:
     return sorted(_index(params_dir))
 
 
+def _chain(name: str, params_dir: Path) -> list[tuple[str, dict]]:
+    """Profile ``name`` and the profiles it extends, each with its index entry, the base first; an unknown
+    profile, an unknown key, a malformed timeout_s or a circle of ``extends`` raise a ValueError naming it."""
+    index, chain = _index(params_dir), []
+    while name is not None:
+        if name not in index:
+            raise ValueError(f"unknown profile {name!r}; available: {sorted(index)}")
+        if name in (n for n, _ in chain):
+            raise ValueError(f"profile {name!r} extends itself through {[n for n, _ in reversed(chain)]}")
+        entry = index[name]
+        bad = set(entry) - PROFILE_KEYS
+        if bad:
+            raise ValueError(f"{INDEX}: {name}: unknown keys {sorted(bad)}; allowed: {sorted(PROFILE_KEYS)}")
+        if not isinstance(entry.get("timeout_s") or {}, dict):
+            raise ValueError(
+                f"{INDEX}: {name}: timeout_s is a mapping of notebook name to seconds, got {entry['timeout_s']!r}"
+            )
+        chain.insert(0, (name, entry))
+        name = entry.get("extends")
+    return chain
+
+
 def profile_files(name: str, params_dir: Path = PARAMS_DIR) -> dict[str, list[Path]]:
     """Notebook name -> the flat files of profile ``name``, in the order papermill's ``-f`` takes them (those of
     the profile it extends first)."""
-    entry = _index(params_dir).get(name, {})
-    files = profile_files(entry["extends"], params_dir) if entry.get("extends") else {}
-    for path in _own_files(name, params_dir):
-        files.setdefault(path.stem, []).append(path)
+    files: dict[str, list[Path]] = {}
+    for profile, _ in _chain(name, params_dir):
+        folder = params_dir / profile
+        for path in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
+            files.setdefault(path.stem, []).append(path)
     return files
 
 
-def _own_files(name: str, params_dir: Path) -> list[Path]:
-    folder = params_dir / name
-    return sorted(folder.glob("*.yaml")) if folder.is_dir() else []
-
-
-def load_profile(name: str, params_dir: Path = PARAMS_DIR, _seen: tuple[str, ...] = ()) -> dict[str, dict]:
+def load_profile(name: str, params_dir: Path = PARAMS_DIR) -> dict[str, dict]:
     """Notebook name -> {"parameters": {...}, "timeout_s": int|None}, with ``extends`` resolved."""
-    index = _index(params_dir)
-    if name not in index:
-        raise ValueError(f"unknown profile {name!r}; available: {sorted(index)}")
-    if name in _seen:
-        raise ValueError(f"profile {name!r} extends itself through {list(_seen)}")
-    entry = index[name]
-    bad = set(entry) - PROFILE_KEYS
-    if bad:
-        raise ValueError(f"{INDEX}: {name}: unknown keys {sorted(bad)}; allowed: {sorted(PROFILE_KEYS)}")
-    timeouts = entry.get("timeout_s") or {}
-    if not isinstance(timeouts, dict):
-        raise ValueError(f"{INDEX}: {name}: timeout_s is a mapping of notebook name to seconds, got {timeouts!r}")
-    merged = load_profile(entry["extends"], params_dir, _seen + (name,)) if entry.get("extends") else {}
-    for path in _own_files(name, params_dir):
-        get_notebook(path.stem)  # a file named after no notebook -> ValueError
-        values = _read_yaml(path) or {}
-        if not isinstance(values, dict):
-            raise ValueError(f"{_shown(path)}: expected a mapping of parameter name to value")
-        base = merged.get(path.stem, {"parameters": {}, "timeout_s": None})
-        merged[path.stem] = {"parameters": {**base["parameters"], **values}, "timeout_s": base["timeout_s"]}
-    for nb_name, timeout in timeouts.items():
-        get_notebook(nb_name)
-        merged.setdefault(nb_name, {"parameters": {}, "timeout_s": None})["timeout_s"] = timeout
+    merged: dict[str, dict] = {}
+    for nb_name, paths in profile_files(name, params_dir).items():
+        get_notebook(nb_name)  # a file named after no notebook -> ValueError
+        parameters: dict[str, object] = {}
+        for path in paths:
+            values = _read_yaml(path) or {}
+            if not isinstance(values, dict):
+                raise ValueError(f"{_shown(path)}: expected a mapping of parameter name to value")
+            parameters.update(values)
+        merged[nb_name] = {"parameters": parameters, "timeout_s": None}
+    for _, entry in _chain(name, params_dir):
+        for nb_name, timeout in (entry.get("timeout_s") or {}).items():
+            get_notebook(nb_name)
+            merged.setdefault(nb_name, {"parameters": {}, "timeout_s": None})["timeout_s"] = timeout
     return merged
 
 

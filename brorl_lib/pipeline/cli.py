@@ -1,8 +1,8 @@
 """Command line: ``python -m brorl_lib list | params | run | reproduce | status | refresh``.
 
 ``run NAME --style STYLE --out DIR [--svg] [--no-stamp]`` re-draws a notebook's figures in another style
-(``figures.styles``). The layout check of every figure in every preset style (``figures.layout``) runs in ``make
-nbval``, not in ``reproduce``."""
+(``figures.styles``). The layout check of every figure in every preset style (tests/layout_check.py) runs in
+``make nbval``, not in ``reproduce``."""
 
 from __future__ import annotations
 
@@ -128,6 +128,7 @@ def _cmd_list() -> int:
 def _cmd_params(names: list[str], write: bool) -> int:
     from brorl_lib.pipeline.runner import write_parameters_cell
 
+    files = {profile: profile_files(profile) for profile in available_profiles()}  # what papermill's -f takes
     for spec in [get_notebook(n) for n in names or [nb.name for nb in NOTEBOOKS]]:
         cell = spec.config_class().parameters_cell()
         if write:
@@ -137,9 +138,9 @@ def _cmd_params(names: list[str], write: bool) -> int:
         print(f"{spec.name}: {spec.title}")
         for line in cell.splitlines():
             print(f"  {line}")
-        for profile in available_profiles():  # what papermill's -f takes for each profile
-            files = profile_files(profile).get(spec.name, [])
-            flags = " ".join(f"-f {path.relative_to(REPO_ROOT)}" for path in files) or "(the defaults above)"
+        for profile, by_notebook in files.items():
+            paths = by_notebook.get(spec.name, [])
+            flags = " ".join(f"-f {path.relative_to(REPO_ROOT)}" for path in paths) or "(the defaults above)"
             print(f"  profile {profile}: {flags}")
     return 0
 
