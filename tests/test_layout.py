@@ -159,6 +159,16 @@ def _covered(frame: pd.DataFrame) -> plt.Figure:
     return fig
 
 
+def test_a_layout_check_that_is_no_module_is_refused_naming_the_variable(out_dir, monkeypatch):
+    monkeypatch.setenv(LAYOUT_CHECK_ENV, "1")  # the old spelling of make nbval's setting
+    frame = pd.DataFrame({"x": [0.0, 1.0], "y": [0.0, 1.0]})
+    fig, ax = new_figure("column")
+    ax.plot(frame["x"], frame["y"])
+    with pytest.raises(ValueError, match=f"{LAYOUT_CHECK_ENV}='1': expected the name of an importable module"):
+        save_figure(fig, "refused", provenance="reported", data=frame, caption="a test")
+    assert not list(out_dir.glob("refused*"))
+
+
 def test_a_strict_run_checks_every_preset_reports_each_and_fails_on_a_finding(out_dir, monkeypatch, tmp_path):
     report = tmp_path / "layout.jsonl"
     monkeypatch.setenv(LAYOUT_CHECK_ENV, "layout_check")

@@ -317,7 +317,7 @@ def _figures():
 @pytest.mark.slow
 def test_the_figures_read_well_in_a_narrow_style_and_figure4_in_every_preset(tmp_path):
     """Every figure in a user's narrow style; Figure 4's nine filled panels in every preset. The notebooks' own
-    figures are drawn in every preset by ``make nbval`` (``BRORL_LAYOUT_CHECK=1``), which fails on a finding;
+    figures are drawn in every preset by ``make nbval`` (``BRORL_LAYOUT_CHECK=layout_check``), which fails on a finding;
     their committed Figure 4 has no run at the paper's scale to fill its panels."""
     figures = _figures()
     cases = [(_narrow(tmp_path), name) for name in figures]

@@ -347,7 +347,15 @@ def layout_check() -> Callable | None:
     """The layout check the run asks for (``BRORL_LAYOUT_CHECK``: a module with ``check(fig, name, provenance,
     changed, basis)``, e.g. ``layout_check`` of tests/ under ``make nbval``), or None."""
     module = os.environ.get(LAYOUT_CHECK_ENV, "").strip()
-    return importlib.import_module(module).check if module else None
+    if not module:
+        return None
+    try:
+        return importlib.import_module(module).check
+    except (ImportError, AttributeError) as err:
+        raise ValueError(
+            f"{LAYOUT_CHECK_ENV}={module!r}: expected the name of an importable module with a check function, "
+            f"e.g. layout_check with tests/ on PYTHONPATH, as make nbval sets it, or unset ({err})"
+        ) from None
 
 
 # --- writing ---
