@@ -125,6 +125,29 @@ def test_a_failure_starts_no_further_notebook_and_keeps_what_finished(tiny):
     assert sorted(manifest.load(out)["artifacts"]) == ["tiny.csv", "tiny.md", "tiny.tex"]
 
 
+def test_refresh_runs_side_by_side_in_place_each_into_its_own_folder_and_names_a_failure(tiny):
+    spec, _, _ = tiny
+    write_tiny(spec.directory, "tiny_b")
+    a, b = spec.directory / "tiny.ipynb", spec.directory / "tiny_b.ipynb"
+    pipeline.refresh_notebooks([(a, {"x": 3}), (b, {})], jobs=2)
+    for path, name, x in ((a, "tiny", 3), (b, "tiny_b", 1)):
+        nb = nbformat.read(path, as_version=4)
+        assert nb.cells[0].source.startswith("x: int = 1")  # the notebook's own cell stays; its values are injected
+        assert (pipeline.BUILD_DIR / "refresh" / name / f"{name}.csv").read_text() == f"x\n{x}\n"
+    before = b.read_bytes()
+    with pytest.raises(pipeline.NotebookFailed, match="(?s)tiny_b failed in code cell 4.*tiny_b.ipynb is left"):
+        pipeline.refresh_notebooks([(a, {}), (b, {"fail": True})], jobs=2)
+    assert b.read_bytes() == before
+
+
+def test_refresh_refuses_bad_jobs_and_unknown_notebooks_before_any_work(capsys, monkeypatch):
+    monkeypatch.setattr(pipeline, "refresh_notebooks", lambda *a, **k: pytest.fail("ran"))
+    assert cli.main(["refresh", "--jobs", "0"]) == 2
+    assert "--jobs 0 is not allowed" in capsys.readouterr().err
+    assert cli.main(["refresh", "01_theory", "01_thoery"]) == 2
+    assert "01_thoery" in capsys.readouterr().err
+
+
 def test_an_interrupt_stops_the_running_kernels(tiny):
     spec, out, _ = tiny
     timer = threading.Timer(8.0, _thread.interrupt_main)  # the kernel has started and sleeps by then

@@ -235,6 +235,15 @@ def param(default, doc: str, **spec) -> Any:
     return field(default=default, metadata={PARAM_KEY: info})
 
 
+def declared_as(cls: type, name: str) -> Any:
+    """A field declared exactly as ``cls``' field ``name``: a notebook's parameter that is a field of a settings
+    object the library takes (``cls``, itself a ``NotebookConfig``) keeps that one declaration."""
+    info = next((f.metadata[PARAM_KEY] for f in fields(cls) if f.name == name and PARAM_KEY in f.metadata), None)
+    if info is None:
+        raise TypeError(f"{cls.__name__} declares no parameter {name!r}")
+    return param(**info)
+
+
 @cache
 def _declaration(cls: type) -> tuple[Param, ...]:
     out = []

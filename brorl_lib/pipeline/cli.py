@@ -112,9 +112,12 @@ def _parser(with_help: bool = True) -> argparse.ArgumentParser:
     status.add_argument("--check", action="store_true", help="exit 1 if any artifact is stale or not recorded")
 
     refresh = sub.add_parser(
-        "refresh", help="re-execute notebooks/ in place with their committed profile (the defaults, or nb 04: paper)"
+        "refresh", help="re-execute notebooks/ in place with the profile they are committed with (paper)"
     )
     refresh.add_argument("names", nargs="*", help="notebook names (default: all)")
+    refresh.add_argument(
+        "--jobs", type=int, help="notebooks run side by side (default: one per CPU); each is its own kernel"
+    )
     return ap
 
 
@@ -352,6 +355,21 @@ def _take_parameters(argv: list[str]) -> tuple[list[str], list[tuple[str, str]]]
     return rest, pairs
 
 
+def _refresh(names: list[str], jobs: int | None) -> int:
+    if jobs is not None and jobs < 1:
+        raise ValueError(f"--jobs {jobs} is not allowed: expected how many notebooks run at once, at least 1")
+    specs = [get_notebook(n) for n in names]  # every name checked before any work
+    targets = []
+    for spec in specs:
+        given = plan_run(spec, spec.committed_profile).parameters if spec.committed_profile != "quick" else {}
+        targets.append((spec.path, json.loads(json.dumps(given))))
+    print("refreshing " + ", ".join(f"{s.path.name} ({s.committed_profile} profile)" for s in specs), flush=True)
+    from brorl_lib.pipeline.runner import refresh_notebooks
+
+    refresh_notebooks(targets, min(jobs or os.cpu_count() or 1, len(targets)))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     rest, pairs = _take_parameters(list(sys.argv[1:] if argv is None else argv))
     parser = _parser(with_help=bool({"-h", "--help"} & set(rest)))
@@ -370,14 +388,7 @@ def main(argv: list[str] | None = None) -> int:
             return _reproduce(args)
         if args.command == "status":
             return _cmd_status(args.out, args.check)
-        from brorl_lib.pipeline.runner import refresh_notebook
-
-        names = args.names or [nb.name for nb in NOTEBOOKS]
-        for spec in [get_notebook(n) for n in names]:
-            given = plan_run(spec, spec.committed_profile).parameters if spec.committed_profile != "quick" else {}
-            print(f"refreshing {spec.path.name} ({spec.committed_profile} profile)", flush=True)
-            refresh_notebook(spec.path, parameters=json.loads(json.dumps(given)))
-        return 0
+        return _refresh(args.names or [nb.name for nb in NOTEBOOKS], args.jobs)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -352,7 +353,8 @@ def write_parameters_cell(path: Path, source: str) -> bool:
 
 def refresh_notebook(path: Path, log_output: bool = False, parameters: dict | None = None) -> None:
     """Re-execute a committed notebook in place (what nbval checks): with its own defaults, or with
-    ``parameters`` injected as papermill does (the committed profile's, where it is not the defaults)."""
+    ``parameters`` injected as papermill does (the committed profile's, where it is not the defaults). Its
+    artifacts go to build/refresh/<notebook>/, a folder of its own."""
     tmp = BUILD_DIR / "refresh" / path.name
     tmp.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "brorl_lib.pipeline.execute", str(path), str(tmp), "--cwd", str(path.parent)]
@@ -362,6 +364,21 @@ def refresh_notebook(path: Path, log_output: bool = False, parameters: dict | No
         cmd += ["--parameters", str(values)]
     if log_output:
         cmd.append("--log-output")
-    subprocess.run(cmd, check=True, env=_kernel_env())
+    artifacts = BUILD_DIR / "refresh" / path.stem
+    tmp.unlink(missing_ok=True)  # a failure is read from this run's copy only
+    if subprocess.run(cmd, env={**_kernel_env(), OUTPUT_DIR_ENV: str(artifacts)}).returncode:
+        raise NotebookFailed(f"{_failure_message(path.stem, tmp)}; {path.name} is left as it was")
     nb = strip_run_metadata(nbformat.read(tmp, as_version=4))
     atomic.write_text(path, nbformat.writes(nb) + "\n")
+
+
+def refresh_notebooks(targets: list[tuple[Path, dict]], jobs: int) -> None:
+    """``refresh_notebook`` on each (path, parameters), ``jobs`` side by side, each its own kernel: the same bytes
+    as one at a time. A failure starts no further notebook and is raised when those running have ended."""
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(refresh_notebook, path, parameters=parameters) for path, parameters in targets]
+        try:
+            for future in futures:
+                future.result()
+        finally:
+            pool.shutdown(cancel_futures=True)

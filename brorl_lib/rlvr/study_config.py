@@ -1,21 +1,18 @@
-"""The countdown study's parameters (notebook 04), declared once: ranges, units and docs here; the study's three
-settings objects are built from them (``study``, ``quality``, ``phase2``) and check only what involves several
-parameters."""
+"""The countdown study's parameters (notebook 04), declared once: ranges, units and docs here, except phase 2's,
+which are ``study_phase2.Phase2Settings``' own declarations (``phase2`` builds it from the same values). The
+study's other two settings objects are built from them (``study``, ``quality``) and check only what involves
+several parameters."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from brorl_lib.core.params import LEARNING_RATE, MAX_SEEDS, SEED_MAX, TEMPERATURE, NotebookConfig, param
+from brorl_lib.core.params import LEARNING_RATE, TEMPERATURE, NotebookConfig, declared_as, param
 from brorl_lib.facts.protocol import SamplingParams
 from brorl_lib.rlvr import candidates, study
 from brorl_lib.rlvr import study_phase2 as p2
 from brorl_lib.rlvr.plateau import PlateauRule
-
-MAX_N = 8192  # our bound on N: 16x the paper's 512
-MAX_SAMPLES = 1 << 20  # our bound on generated samples per update or step (memory of one generation batch)
-MAX_GRID = 16  # our bound on the values of one grid axis (N, S, budgets, learning-rate multiples)
 
 
 @dataclass(frozen=True)
@@ -45,7 +42,7 @@ class CountdownStudyConfig(NotebookConfig):
                                  low_open=True, high=0.5)  # fmt: skip
     plateau_min_rise: float = param(0.01, "flat: the rise's upper bound per window is below this, overall and in every "
                                     "q band (our choice)", low=0.0, low_open=True, high=1.0)  # fmt: skip
-    base_lr: float = param(1e-3, "eta0: AdamW learning rate of phase 1 and of ProRL", **LEARNING_RATE)
+    base_lr: float = declared_as(p2.Phase2Settings, "base_lr")
     mini_batches: int = param(2, "PPO updates per step, the same in every arm", low=1, high=64)
     temperature: float = param(1.0, "rollout temperature in training (our choice)", **TEMPERATURE)
     max_new_tokens: int = param(6, "response length limit", unit="tokens", low=2, high=64)
@@ -56,44 +53,24 @@ class CountdownStudyConfig(NotebookConfig):
         [0.0, 0.01, 0.0625, 0.5, 0.95, 1.0], "edges of the exact-q bands, increasing, in [0, 1]", low=0.0, high=1.0
     )
     measured_prompts: int = param(16, "training prompts whose exact q judges each update", low=2, high=100_000)
-    update_rollouts: list[int] = param([4, 16], "N of the update-quality grid", low=2, high=MAX_N, distinct=True,
-                                  max_items=MAX_GRID)  # fmt: skip
+    update_rollouts: list[int] = param([4, 16], "N of the update-quality grid", low=2, high=study.MAX_N, distinct=True,
+                                  max_items=study.MAX_GRID)  # fmt: skip
     update_samples: list[int] = param([64], "S: generated samples per update in the grid, each a multiple of every N",
-                                      low=2, high=MAX_SAMPLES, max_items=MAX_GRID)  # fmt: skip
+                                      low=2, high=study.MAX_SAMPLES, max_items=study.MAX_GRID)  # fmt: skip
     update_reps: int = param(2, "repetitions of each update-quality cell", low=2, high=1000)
     previous_plateau: bool = param(False, "also measure the earlier design's committed plateau (spell + arithmetic)")
-    prompts: int = param(4, "P: ProRL's kept prompts per step; BroRL takes P/4", low=4, high=4096, multiple_of=4)
-    budgets: list[int] = param(
-        [2048, 4096],
-        "generated samples at which every phase-2 run is evaluated, increasing",
-        low=1,
-        high=10**9,
-        max_items=MAX_GRID,
-    )
-    seeds: list[int] = param([0, 1], "phase-2 seeds, the unit of the test", low=0, high=SEED_MAX, distinct=True,
-                             min_items=2, max_items=MAX_SEEDS)  # fmt: skip
-    iso_samples: int = param(256, "G: generated samples per IsoCompute step", low=2, high=MAX_SAMPLES)
-    iso_rollouts: list[int] = param([8, 32], "N of the IsoCompute grid", low=2, high=MAX_N, distinct=True,
-                                 max_items=MAX_GRID)  # fmt: skip
-    iso_lr_factors: list[float] = param(
-        [0.5, 1.0, 2.0], "multiples of the rule's learning rate in the IsoCompute grid, increasing", low=0.01,
-        high=100.0, distinct=True, max_items=MAX_GRID,
-    )  # fmt: skip
-    iso_seeds: int = param(2, "seeds at each N's best IsoCompute learning rate and its two neighbours", low=1,
-                           high=MAX_SEEDS)  # fmt: skip
-    lr_factors: list[float] = param(
-        [0.5, 1.0, 2.0], "the verdict arms' tuning grid: multiples of each arm's square-root-rule rate, increasing "
-        "(extended while the best is at an edge)", low=0.001, high=64.0, distinct=True, max_items=MAX_GRID,
-    )  # fmt: skip
-    tune_seeds: int = param(2, "seeds at each verdict arm's best multiple and its two neighbours", low=1,
-                            high=MAX_SEEDS)  # fmt: skip
-    broad_prompts: int = param(2, "BroRL's prompts per step in the prompts-per-step arm (paper: 128)", low=1,
-                               high=4096)  # fmt: skip
-    control_seeds: int = param(1, "seeds of the controls (0: none)", low=0, high=MAX_SEEDS)
-    kl_coefs: list[float] = param(
-        [0.01], "KL weights of the KL-anchored BroRL controls, one control each", low=0.0, low_open=True, high=100.0,
-        distinct=True, min_items=1, max_items=MAX_GRID,
-    )  # fmt: skip
+    prompts: int = declared_as(p2.Phase2Settings, "prompts")  # phase 2's own declarations (study_phase2)
+    budgets: list[int] = declared_as(p2.Phase2Settings, "budgets")
+    seeds: list[int] = declared_as(p2.Phase2Settings, "seeds")
+    iso_samples: int = declared_as(p2.Phase2Settings, "iso_samples")
+    iso_rollouts: list[int] = declared_as(p2.Phase2Settings, "iso_rollouts")
+    iso_lr_factors: list[float] = declared_as(p2.Phase2Settings, "iso_lr_factors")
+    iso_seeds: int = declared_as(p2.Phase2Settings, "iso_seeds")
+    lr_factors: list[float] = declared_as(p2.Phase2Settings, "lr_factors")
+    tune_seeds: int = declared_as(p2.Phase2Settings, "tune_seeds")
+    broad_prompts: int = declared_as(p2.Phase2Settings, "broad_prompts")
+    control_seeds: int = declared_as(p2.Phase2Settings, "control_seeds")
+    kl_coefs: list[float] = declared_as(p2.Phase2Settings, "kl_coefs")
     train: bool = param(True, "train what the study still needs; false: read back finished runs only (the phase-2 "
                         "runs then come from python -m brorl_lib.rlvr phase2)")  # fmt: skip
     runs_dir: str = param("build/runs/laptop_rlvr_countdown_quick", "results folder, relative to the repository root",
@@ -108,7 +85,7 @@ class CountdownStudyConfig(NotebookConfig):
             candidates.parse(c, "candidates item")
         self.study().check()
         self.quality().check()
-        self.phase2().check()
+        self.phase2()  # its own checks run on construction
 
     def study(self) -> study.StudySettings:
         return study.StudySettings(
@@ -145,21 +122,7 @@ class CountdownStudyConfig(NotebookConfig):
         )
 
     def phase2(self) -> p2.Phase2Settings:
-        return p2.Phase2Settings(
-            prompts=self.prompts,
-            base_lr=self.base_lr,
-            budgets=tuple(self.budgets),
-            seeds=tuple(self.seeds),
-            iso_samples=self.iso_samples,
-            iso_rollouts=tuple(self.iso_rollouts),
-            iso_lr_factors=tuple(self.iso_lr_factors),
-            iso_seeds=self.iso_seeds,
-            lr_factors=tuple(self.lr_factors),
-            tune_seeds=self.tune_seeds,
-            broad_prompts=self.broad_prompts,
-            control_seeds=self.control_seeds,
-            kl_coefs=tuple(self.kl_coefs),
-        )
+        return p2.Phase2Settings(**{name: getattr(self, name) for name in p2.Phase2Settings.parameter_names()})
 
     def runs_path(self) -> Path:
         return study.in_repository(self.runs_dir)

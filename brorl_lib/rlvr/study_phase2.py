@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from brorl_lib.core.validation import check_int, check_int_list, check_positive
+from brorl_lib.core.params import LEARNING_RATE, MAX_SEEDS, SEED_MAX, NotebookConfig, param
 from brorl_lib.facts import arms
 from brorl_lib.facts.arms import Arm
 from brorl_lib.facts.setup import scaled_learning_rate
@@ -55,33 +55,49 @@ WAIT_S = 30  # a second process waits this long for a run another one holds befo
 
 
 @dataclass(frozen=True)
-class Phase2Settings:
-    prompts: int  # P: ProRL's kept prompts per step
-    base_lr: float  # eta0: ProRL's learning rate (phase 1's)
-    budgets: tuple[int, ...]  # generated samples at which every run is evaluated; the last ends it
-    seeds: tuple[int, ...]
-    iso_samples: int  # G: generated samples per IsoCompute step
-    iso_rollouts: tuple[int, ...]
-    iso_lr_factors: tuple[float, ...]  # multiples of the rule's learning rate, at least three
-    iso_seeds: int  # seeds at each N's best multiple and its neighbours
-    control_seeds: int  # the first this many seeds run the controls (0: none)
-    kl_coefs: tuple[float, ...]  # the KL-anchored controls' weights, one control each
-    lr_factors: tuple[float, ...] = (0.5, 1.0, 2.0)  # the verdict arms' tuning grid, multiples of their rule rate
-    tune_seeds: int = 2  # seeds at the verdict arms' best multiple and its neighbours
-    broad_prompts: int = 128  # BroRL's prompts per step in the prompts-per-step arm (paper Table 1: 128)
+class Phase2Settings(NotebookConfig):
+    """Phase 2's settings, declared once: notebook 04's parameters of the same names are these declarations
+    (``core.params.declared_as``); the checks of single values run on construction, ``check_together`` the rest.
+    Defaults: the quick profile."""
 
-    def check(self) -> None:
-        check_int("prompts", self.prompts, low=PROMPT_RATIO)
-        if self.prompts % PROMPT_RATIO:
-            raise ValueError(f"prompts={self.prompts} is not allowed: it must be a multiple of {PROMPT_RATIO}")
-        check_positive("base_lr", self.base_lr)
-        check_int_list("budgets", list(self.budgets), low=1)
-        if not self.budgets or any(b <= a for a, b in zip(self.budgets, self.budgets[1:])):
+    prompts: int = param(4, "P: ProRL's kept prompts per step; BroRL takes P/4", low=4, high=4096,
+                         multiple_of=PROMPT_RATIO)  # fmt: skip
+    base_lr: float = param(1e-3, "eta0: AdamW learning rate of phase 1 and of ProRL", **LEARNING_RATE)
+    budgets: list[int] = param(
+        [2048, 4096],
+        "generated samples at which every phase-2 run is evaluated, increasing",
+        low=1,
+        high=10**9,
+        max_items=study.MAX_GRID,
+    )
+    seeds: list[int] = param([0, 1], "phase-2 seeds, the unit of the test", low=0, high=SEED_MAX, distinct=True,
+                             min_items=2, max_items=MAX_SEEDS)  # fmt: skip
+    iso_samples: int = param(256, "G: generated samples per IsoCompute step", low=2, high=study.MAX_SAMPLES)
+    iso_rollouts: list[int] = param([8, 32], "N of the IsoCompute grid", low=2, high=study.MAX_N, distinct=True,
+                                 max_items=study.MAX_GRID)  # fmt: skip
+    iso_lr_factors: list[float] = param(
+        [0.5, 1.0, 2.0], "multiples of the rule's learning rate in the IsoCompute grid, increasing", low=0.01,
+        high=100.0, distinct=True, max_items=study.MAX_GRID,
+    )  # fmt: skip
+    iso_seeds: int = param(2, "seeds at each N's best IsoCompute learning rate and its two neighbours", low=1,
+                           high=MAX_SEEDS)  # fmt: skip
+    lr_factors: list[float] = param(
+        [0.5, 1.0, 2.0], "the verdict arms' tuning grid: multiples of each arm's square-root-rule rate, increasing "
+        "(extended while the best is at an edge)", low=0.001, high=64.0, distinct=True, max_items=study.MAX_GRID,
+    )  # fmt: skip
+    tune_seeds: int = param(2, "seeds at each verdict arm's best multiple and its two neighbours", low=1,
+                            high=MAX_SEEDS)  # fmt: skip
+    broad_prompts: int = param(2, "BroRL's prompts per step in the prompts-per-step arm (paper: 128)", low=1,
+                               high=4096)  # fmt: skip
+    control_seeds: int = param(1, "seeds of the controls (0: none)", low=0, high=MAX_SEEDS)
+    kl_coefs: list[float] = param(
+        [0.01], "KL weights of the KL-anchored BroRL controls, one control each", low=0.0, low_open=True, high=100.0,
+        distinct=True, min_items=1, max_items=study.MAX_GRID,
+    )  # fmt: skip
+
+    def check_together(self) -> None:
+        if any(b <= a for a, b in zip(self.budgets, self.budgets[1:])):
             raise ValueError(f"budgets={list(self.budgets)} is not allowed: give them strictly increasing")
-        check_int_list("seeds", list(self.seeds), low=0)
-        if len(self.seeds) < 2 or len(set(self.seeds)) != len(self.seeds):
-            raise ValueError(f"seeds={list(self.seeds)} is not allowed: give at least 2 distinct seeds")
-        check_int_list("iso_rollouts", list(self.iso_rollouts), low=2)
         for n in self.iso_rollouts:
             if self.iso_samples % n:
                 raise ValueError(
@@ -90,21 +106,16 @@ class Phase2Settings:
                 )
         for name in ("iso_lr_factors", "lr_factors"):
             grid = list(getattr(self, name))
-            if len(grid) < 3 or sorted(set(grid)) != grid:
+            if len(grid) < 3 or sorted(grid) != grid:
                 raise ValueError(
                     f"{name}={grid} is not allowed: give at least three, increasing, so that a best inside the "
                     "grid is bracketed"
                 )
-            for f in grid:
-                check_positive(f"{name} item", f)
-        check_int("iso_seeds", self.iso_seeds, low=1, high=len(self.seeds))
-        check_int("tune_seeds", self.tune_seeds, low=1, high=len(self.seeds))
-        check_int("control_seeds", self.control_seeds, low=0, high=len(self.seeds))
-        check_int("broad_prompts", self.broad_prompts, low=1)
-        if not self.kl_coefs or len(set(self.kl_coefs)) != len(self.kl_coefs):
-            raise ValueError(f"kl_coefs={list(self.kl_coefs)} is not allowed: give at least one, each once")
-        for c in self.kl_coefs:
-            check_positive("kl_coefs item", c)
+        for name in ("iso_seeds", "tune_seeds", "control_seeds"):
+            if getattr(self, name) > len(self.seeds):
+                raise ValueError(
+                    f"{name}={getattr(self, name)} is not allowed: at most the {len(self.seeds)} seeds of seeds"
+                )
         largest = BROAD_N * max(self.prompts, self.broad_prompts)
         if self.budgets[0] < largest:
             raise ValueError(
@@ -369,7 +380,6 @@ def run(s: study.StudySettings, p: Phase2Settings, root: Path, progress: bool = 
     """Every planned run not yet finished, in plan order (``limit``: at most that many); returns how many ran. A
     run another process holds is skipped; when only such runs are left, this one waits for them and plans again."""
     s.check()
-    p.check()
     candidate = study.chosen(s, root)
     record = study.folder(root, candidate) / study.PLATEAU_RECORD
     if not record.exists() or json.loads(record.read_text()).get("rule") != plateau.rule_record(s.plateau_rule):

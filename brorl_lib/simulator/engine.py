@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from brorl_lib.core.params import PARAM_KEY, NotebookConfig, param
+from brorl_lib.core.params import NotebookConfig, param
 from brorl_lib.core.validation import check_int, check_int_list
 from brorl_lib.facts import setup as paper_setup
 from brorl_lib.facts import theorem as theory
@@ -80,12 +80,6 @@ class SimSettings(NotebookConfig):
         check_int("n_correct", self.n_correct, low=1, high=self.vocab_size - 1)
         if self.device == "cuda" and not torch.cuda.is_available():
             raise ValueError("device='cuda' is not allowed here: torch sees no CUDA GPU; use 'cpu'")
-
-
-def declared_as(name: str):
-    """A notebook parameter declared exactly as ``SimSettings``' field ``name`` (one declaration for both)."""
-    info = next(f.metadata[PARAM_KEY] for f in fields(SimSettings) if f.name == name)
-    return param(**info)
 
 
 def check_runs(rollouts: list[int], seeds: list[int]) -> None:

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 
 from brorl_lib.core.claims import Claim
-from brorl_lib.core.params import MAX_LIST_ITEMS, MAX_SEEDS, SEED_MAX, NotebookConfig, param
+from brorl_lib.core.params import MAX_LIST_ITEMS, MAX_SEEDS, SEED_MAX, NotebookConfig, declared_as, param
 from brorl_lib.facts import setup as paper_setup
-from brorl_lib.simulator.engine import SimSettings, declared_as
+from brorl_lib.simulator.engine import SimSettings
 from brorl_lib.simulator.runner import simulate
 
 # Figure 3's published axes (paper §4.1), and our reading of how far a curve may go beyond the outermost
@@ -53,19 +53,19 @@ class SimulatorConfig(NotebookConfig):
     rollouts: list[int] = param(
         PAPER_N, "rollout sizes N of Figure 3", low=1, high=MAX_ROLLOUTS, distinct=True, max_items=MAX_LIST_ITEMS
     )
-    steps: int = declared_as("steps")  # SimSettings' own declarations, to worst_drop
-    vocab_size: int = declared_as("vocab_size")
-    n_correct: int = declared_as("n_correct")
-    lr: float = declared_as("lr")  # the AdamW step, to adam_eps
-    weight_decay: float = declared_as("weight_decay")
-    beta1: float = declared_as("beta1")
-    beta2: float = declared_as("beta2")
-    adam_eps: float = declared_as("adam_eps")
-    seeded_init: bool = declared_as("seeded_init")  # the paper's unstated choices, to worst_drop
-    anchor_correct: bool = declared_as("anchor_correct")
-    anchor_frozen: bool = declared_as("anchor_frozen")
-    correct_tokens: str = declared_as("correct_tokens")
-    worst_drop: str = declared_as("worst_drop")
+    steps: int = declared_as(SimSettings, "steps")  # SimSettings' own declarations, to worst_drop
+    vocab_size: int = declared_as(SimSettings, "vocab_size")
+    n_correct: int = declared_as(SimSettings, "n_correct")
+    lr: float = declared_as(SimSettings, "lr")  # the AdamW step, to adam_eps
+    weight_decay: float = declared_as(SimSettings, "weight_decay")
+    beta1: float = declared_as(SimSettings, "beta1")
+    beta2: float = declared_as(SimSettings, "beta2")
+    adam_eps: float = declared_as(SimSettings, "adam_eps")
+    seeded_init: bool = declared_as(SimSettings, "seeded_init")  # the paper's unstated choices, to worst_drop
+    anchor_correct: bool = declared_as(SimSettings, "anchor_correct")
+    anchor_frozen: bool = declared_as(SimSettings, "anchor_frozen")
+    correct_tokens: str = declared_as(SimSettings, "correct_tokens")
+    worst_drop: str = declared_as(SimSettings, "worst_drop")
     sweep_rollouts: list[int] = param(
         [2, 8, 32, 128, 512, 2048, 8192, LARGEST_PAPER_N],
         "N grid of the sweep",
@@ -93,8 +93,8 @@ class SimulatorConfig(NotebookConfig):
         distinct=True,
         max_items=MAX_LIST_ITEMS,
     )
-    dtype: str = declared_as("dtype")
-    device: str = declared_as("device")
+    dtype: str = declared_as(SimSettings, "dtype")
+    device: str = declared_as(SimSettings, "device")
 
     def check_together(self) -> None:
         self.settings()  # n_correct below vocab_size, and a visible GPU for device='cuda'

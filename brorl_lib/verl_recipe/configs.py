@@ -24,7 +24,9 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from brorl_lib.core.validation import check_choice, check_int, check_positive
+from brorl_lib.core.params import LEARNING_RATE, SEED_MAX, NotebookConfig, param
+from brorl_lib.core.params import TEMPERATURE as TEMPERATURE_RANGE
+from brorl_lib.core.validation import check_choice, check_int
 from brorl_lib.facts import reported as paper
 from brorl_lib.facts.arms import Arm
 from brorl_lib.facts.setup import scaled_learning_rate
@@ -95,6 +97,11 @@ STORAGE_MULTIPLE = 3
 # each stop ends with survives: those rows can be evaluated. About 21 GB each for the 1.5B model.
 MAX_CKPT_TO_KEEP = 1
 
+# A run's name is one folder name under data/runs/verl and build/verl: never ".", ".." or a path.
+RUN_NAME = {
+    "pattern": r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}",
+    "pattern_doc": "one folder name: 1 to 100 letters, digits, '_', '.' and '-', starting with a letter or digit",
+}
 _SAFE = re.compile(r"^[A-Za-z0-9_./:@+-]*$")
 
 
@@ -132,32 +139,39 @@ def learning_rate(arm: Arm, base: Arm, base_lr: float = BASE_LR) -> float:
 
 
 @dataclass(frozen=True)
-class Cluster:
-    """Where and on what the run happens; every path absolute (Ray workers do not share a cwd)."""
+class Cluster(NotebookConfig):
+    """Where and on what the run happens; every path absolute (Ray workers do not share a cwd). The fields after the
+    paths are declared here once: notebook 05's parameters of the same names are these declarations
+    (``core.params.declared_as``)."""
 
     model_path: str
     train_files: tuple[str, ...]
     val_files: tuple[str, ...]
     checkpoint_dir: str  # the arm's checkpoints go to <checkpoint_dir>/<arm>
-    nnodes: int = 8  # paper: 64 H100; 8 nodes x 8 is our reading (docs/reading-the-paper.md#hardware)
-    n_gpus_per_node: int = 8
-    run_name: str = "brorl-repro"
-    base_lr: float = BASE_LR
-    temperature: float = TEMPERATURE
-    test_freq: int = 10  # our choice: validation every 10 steps gives Figure 4's curves
-    save_freq: int = 10  # our choice: a checkpoint every 10 steps bounds lost work on a crash
-    seed: int = 0
+    nnodes: int = param(8, "nodes in the Ray cluster (paper: 64 H100, 8 x 8 is our reading)", low=1, high=4096)
+    n_gpus_per_node: int = param(8, "GPUs per node", low=1, high=64)
+    run_name: str = param(
+        "brorl-repro",
+        "name of the run: folder build/verl/<run_name> (plan) or data/runs/verl/<run_name> (execute) "
+        "and verl experiment names",
+        operational=True,
+        **RUN_NAME,
+    )
+    base_lr: float = param(
+        BASE_LR,
+        "ProRL arm learning rate (ProRLv2 public recipe); BroRL's is scaled by √(samples ratio)",
+        **LEARNING_RATE,
+    )
+    temperature: float = param(
+        TEMPERATURE, "rollout sampling temperature (ProRL v1; ProRLv2 does not state it)", **TEMPERATURE_RANGE
+    )
+    test_freq: int = param(10, "validate every this many steps (the points of Figures 1 and 4)", low=1, high=100_000)
+    save_freq: int = param(
+        10, "save a checkpoint every this many steps (resume point)", low=1, high=100_000, operational=True
+    )
+    seed: int = param(0, "seed of data generation, shuffling and verl's data loader", low=0, high=SEED_MAX)
 
-    def __post_init__(self) -> None:
-        check_int("nnodes", self.nnodes, low=1)
-        check_int("n_gpus_per_node", self.n_gpus_per_node, low=1)
-        check_positive("base_lr", self.base_lr)
-        check_positive("temperature", self.temperature)
-        check_int("test_freq", self.test_freq, low=1)
-        check_int("save_freq", self.save_freq, low=1)
-        check_int("seed", self.seed, low=0)
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", self.run_name):
-            raise ValueError(f"run_name={self.run_name!r} is not allowed: use letters, digits, '_', '.', '-'")
+    def check_together(self) -> None:
         for name, value in (
             ("model_path", self.model_path),
             ("checkpoint_dir", self.checkpoint_dir),

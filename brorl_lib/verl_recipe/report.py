@@ -21,7 +21,7 @@ import pandas as pd
 
 from brorl_lib.core import atomic
 from brorl_lib.core.claims import Claim
-from brorl_lib.core.params import LEARNING_RATE, SEED_MAX, TEMPERATURE, NotebookConfig, param
+from brorl_lib.core.params import NotebookConfig, declared_as, param
 from brorl_lib.core.paths import BUILD_DIR, REPO_ROOT
 from brorl_lib.facts import reported as paper
 from brorl_lib.facts.arms import Arm
@@ -46,11 +46,6 @@ MATH_CASES = (
 MAX_ROLLOUTS = 16_384  # our bound on N per arm: 32x the paper's 512
 MAX_PROMPTS_PER_STEP = 65_536  # our bound: 128x the paper's 512
 PLAIN_PATH = {"pattern": r"[^'\\]*", "pattern_doc": "a path without quotes or backslashes (verl's overrides)"}
-# A run's name is one folder name under data/runs/verl and build/verl: never ".", ".." or a path.
-RUN_NAME = {
-    "pattern": r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}",
-    "pattern_doc": "one folder name: 1 to 100 letters, digits, '_', '.' and '-', starting with a letter or digit",
-}
 # A Hugging Face dataset id: "name" or "owner/name" (letters, digits, '_', '.', '-'), optionally pinned to a commit
 # as "owner/name@<40 hex digits>" (data.hub_revision), as the start model is.
 HF_DATASET_ID = r"(?:[A-Za-z0-9_][A-Za-z0-9_.-]*/)?[A-Za-z0-9_][A-Za-z0-9_.-]*(?:@[0-9a-f]{40})?"
@@ -110,10 +105,8 @@ class VerlTrainingConfig(NotebookConfig):
     ppo_mini_batches: int = param(
         4, "PPO mini-batches per step, the same in both arms (ProRL v1: 256 prompts / 64)", low=1, high=1024
     )
-    base_lr: float = param(
-        1e-6, "ProRL arm learning rate (ProRLv2 public recipe); BroRL's is scaled by √(samples ratio)", **LEARNING_RATE
-    )
-    temperature: float = param(1.2, "rollout sampling temperature (ProRL v1; ProRLv2 does not state it)", **TEMPERATURE)
+    base_lr: float = declared_as(configs.Cluster, "base_lr")
+    temperature: float = declared_as(configs.Cluster, "temperature")
     rg_tasks: list[str] = param(
         list(DEFAULT_TASKS),
         "Reasoning Gym tasks: Figure 4's eight, then one per other Table 5 category",
@@ -143,9 +136,9 @@ class VerlTrainingConfig(NotebookConfig):
     dataset_val_count: int = param(
         64, "held-out validation rows from each of math/stem/code/instruction", low=0, high=1_000_000
     )
-    seed: int = param(0, "seed of data generation, shuffling and verl's data loader", low=0, high=SEED_MAX)
-    nnodes: int = param(8, "nodes in the Ray cluster (paper: 64 H100, 8 x 8 is our reading)", low=1, high=4096)
-    n_gpus_per_node: int = param(8, "GPUs per node", low=1, high=64)
+    seed: int = declared_as(configs.Cluster, "seed")
+    nnodes: int = declared_as(configs.Cluster, "nnodes")
+    n_gpus_per_node: int = declared_as(configs.Cluster, "n_gpus_per_node")
     model_path: str = param(
         "",
         "local directory of the ProRLv2 checkpoint "
@@ -159,17 +152,9 @@ class VerlTrainingConfig(NotebookConfig):
         operational=True,
         **PLAIN_PATH,
     )
-    run_name: str = param(
-        "brorl-repro",
-        "name of the run: folder build/verl/<run_name> (plan) or data/runs/verl/<run_name> (execute) "
-        "and verl experiment names",
-        operational=True,
-        **RUN_NAME,
-    )
-    test_freq: int = param(10, "validate every this many steps (the points of Figures 1 and 4)", low=1, high=100_000)
-    save_freq: int = param(
-        10, "save a checkpoint every this many steps (resume point)", low=1, high=100_000, operational=True
-    )
+    run_name: str = declared_as(configs.Cluster, "run_name")
+    test_freq: int = declared_as(configs.Cluster, "test_freq")
+    save_freq: int = declared_as(configs.Cluster, "save_freq")
     execute: bool = param(
         False, "False: build, validate and plan only; True: also launch the arms on this Ray cluster", operational=True
     )
@@ -261,14 +246,7 @@ class VerlTrainingConfig(NotebookConfig):
             train_files=train_files,
             val_files=val_files,
             checkpoint_dir=str(self.work_path() / "checkpoints"),
-            nnodes=self.nnodes,
-            n_gpus_per_node=self.n_gpus_per_node,
-            run_name=self.run_name,
-            base_lr=self.base_lr,
-            temperature=self.temperature,
-            test_freq=self.test_freq,
-            save_freq=self.save_freq,
-            seed=self.seed,
+            **{p.name: getattr(self, p.name) for p in configs.Cluster.declaration()},
         )
 
 
