@@ -328,3 +328,21 @@ def test_evaluation_cli_refuses_non_finite_floats_naming_the_flag(flag, text, ca
         eval_cli.main(["--model", "owner/name", "--out", "unused", f"{flag}={text}"])
     assert err.value.code == 2
     assert f"argument {flag}: '{text}' is not allowed: expected a finite number" in capsys.readouterr().err
+
+
+def test_a_parameter_declared_as_a_settings_field_is_that_declaration_and_an_unknown_field_is_refused():
+    from brorl_lib.core.params import declared_as
+    from brorl_lib.rlvr.study_config import CountdownStudyConfig
+    from brorl_lib.rlvr.study_phase2 import Phase2Settings
+    from brorl_lib.verl_recipe.configs import Cluster
+    from brorl_lib.verl_recipe.report import VerlTrainingConfig
+
+    for settings, config in ((Phase2Settings, CountdownStudyConfig), (Cluster, VerlTrainingConfig)):
+        for p in settings.declaration():
+            assert config.parameter(p.name) == p, p.name  # one declaration: bounds, doc and default alike
+    cluster = Cluster(model_path="/m", train_files=("/t",), val_files=("/v",), checkpoint_dir="/c", nnodes=2)
+    assert cluster.nnodes == 2
+    with pytest.raises(ValueError, match="nnodes=0 is out of range"):
+        Cluster(model_path="/m", train_files=("/t",), val_files=("/v",), checkpoint_dir="/c", nnodes=0)
+    with pytest.raises(TypeError, match="Cluster declares no parameter 'model_path'"):
+        declared_as(Cluster, "model_path")  # a field, but not a declared parameter
