@@ -363,10 +363,12 @@ def _refresh(names: list[str], jobs: int | None) -> int:
     for spec in specs:
         given = plan_run(spec, spec.committed_profile).parameters if spec.committed_profile != "quick" else {}
         targets.append((spec.path, json.loads(json.dumps(given))))
-    print("refreshing " + ", ".join(f"{s.path.name} ({s.committed_profile} profile)" for s in specs), flush=True)
+    jobs = min(jobs or os.cpu_count() or 1, len(targets))
+    listed = ", ".join(f"{s.name} ({s.committed_profile} profile)" for s in specs)
+    print(f"refreshing {len(specs)} notebook(s) in place, {jobs} at a time: {listed}", flush=True)
     from brorl_lib.pipeline.runner import refresh_notebooks
 
-    refresh_notebooks(targets, min(jobs or os.cpu_count() or 1, len(targets)))
+    refresh_notebooks(targets, jobs)
     return 0
 
 

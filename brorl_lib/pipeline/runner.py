@@ -366,10 +366,12 @@ def refresh_notebook(path: Path, log_output: bool = False, parameters: dict | No
         cmd.append("--log-output")
     artifacts = BUILD_DIR / "refresh" / path.stem
     tmp.unlink(missing_ok=True)  # a failure is read from this run's copy only
+    started = time.monotonic()
     if subprocess.run(cmd, env={**_kernel_env(), OUTPUT_DIR_ENV: str(artifacts)}).returncode:
         raise NotebookFailed(f"{_failure_message(path.stem, tmp)}; {path.name} is left as it was")
     nb = strip_run_metadata(nbformat.read(tmp, as_version=4))
     atomic.write_text(path, nbformat.writes(nb) + "\n")
+    print(f"refreshed {path.name} in {time.monotonic() - started:.1f} s", flush=True)
 
 
 def refresh_notebooks(targets: list[tuple[Path, dict]], jobs: int) -> None:
