@@ -335,6 +335,12 @@ class NotebookConfig:
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
+    def build(self, cls: type[NotebookConfig], **given):
+        """``cls`` (a settings object the library takes, whose fields this config declares as its own:
+        ``declared_as``) from this config's values of the fields the two share by name, then ``given``."""
+        mine = set(self.parameter_names())
+        return cls(**{**{n: getattr(self, n) for n in cls.parameter_names() if n in mine}, **given})
+
 
 # --- helpers ---
 def _coerce_scalar(kind: str, value):

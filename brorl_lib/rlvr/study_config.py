@@ -122,7 +122,7 @@ class CountdownStudyConfig(NotebookConfig):
         )
 
     def phase2(self) -> p2.Phase2Settings:
-        return p2.Phase2Settings(**{name: getattr(self, name) for name in p2.Phase2Settings.parameter_names()})
+        return self.build(p2.Phase2Settings)
 
     def runs_path(self) -> Path:
         return study.in_repository(self.runs_dir)

@@ -3,7 +3,7 @@ the match to the published axes, and Theorem 1 against the measured change per s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -115,9 +115,7 @@ class SimulatorConfig(NotebookConfig):
 
     def settings(self, **overrides) -> SimSettings:
         """SimSettings from these parameters (their names match), with ``overrides``."""
-        names = {f.name for f in fields(SimSettings)}
-        base = {k: v for k, v in self.as_dict().items() if k in names}
-        return SimSettings(**{**base, **overrides})
+        return self.build(SimSettings, **overrides)
 
     def provenance(self) -> str:
         """``reproduced`` at the paper's vocabulary, correct set, step size and length; else ``scaled-down``."""

@@ -241,12 +241,12 @@ class VerlTrainingConfig(NotebookConfig):
         local = Path(self.model_path).expanduser()
         # a local checkpoint as an absolute path; otherwise a Hugging Face id, which verl also loads
         model = str(local.resolve()) if self.model_path and local.exists() else self.model_path or PRORLV2_CHECKPOINT
-        return configs.Cluster(
+        return self.build(
+            configs.Cluster,
             model_path=model,
             train_files=train_files,
             val_files=val_files,
             checkpoint_dir=str(self.work_path() / "checkpoints"),
-            **{p.name: getattr(self, p.name) for p in configs.Cluster.declaration()},
         )
 
 
