@@ -332,14 +332,21 @@ def test_evaluation_cli_refuses_non_finite_floats_naming_the_flag(flag, text, ca
 
 def test_a_parameter_declared_as_a_settings_field_is_that_declaration_and_an_unknown_field_is_refused():
     from brorl_lib.core.params import declared_as
+    from brorl_lib.rlvr.study import StudySettings
     from brorl_lib.rlvr.study_config import CountdownStudyConfig
     from brorl_lib.rlvr.study_phase2 import Phase2Settings
     from brorl_lib.verl_recipe.configs import Cluster
     from brorl_lib.verl_recipe.report import VerlTrainingConfig
 
-    for settings, config in ((Phase2Settings, CountdownStudyConfig), (Cluster, VerlTrainingConfig)):
+    pairs = (
+        (StudySettings, CountdownStudyConfig),
+        (Phase2Settings, CountdownStudyConfig),
+        (Cluster, VerlTrainingConfig),
+    )
+    for settings, config in pairs:
         for p in settings.declaration():
             assert config.parameter(p.name) == p, p.name  # one declaration: bounds, doc and default alike
+    assert CountdownStudyConfig().study().base_lr == CountdownStudyConfig().phase2().base_lr
     cluster = Cluster(model_path="/m", train_files=("/t",), val_files=("/v",), checkpoint_dir="/c", nnodes=2)
     assert cluster.nnodes == 2
     with pytest.raises(ValueError, match="nnodes=0 is out of range"):

@@ -30,7 +30,8 @@ import pandas as pd
 import torch
 
 from brorl_lib.core import atomic
-from brorl_lib.core.validation import check_choice, check_int
+from brorl_lib.core.params import LEARNING_RATE, TEMPERATURE, NotebookConfig, param
+from brorl_lib.core.validation import check_int
 from brorl_lib.facts import arms
 from brorl_lib.facts.protocol import SamplingParams
 from brorl_lib.facts.setup import scaled_learning_rate
@@ -54,31 +55,36 @@ MAX_SAMPLES = 1 << 20  # our bound on generated samples per update or step (memo
 MAX_GRID = 16  # our bound on the values of one grid axis (N, S, budgets, learning-rate multiples)
 
 
-@dataclass(frozen=True)
-class StudySettings:
-    candidates: tuple[Candidate, ...]  # the screen's configurations (countdown only); the first wins ties
-    n_train: int
-    n_test: int
-    n_val: int
-    warm_start_steps: int
-    warm_start_lr: float
-    phase1_prompts: int
-    screen_max_steps: int
-    phase1_max_steps: int
-    eval_every: int
-    snapshot_every: int  # steps between kept phase-1 checkpoints (0: none)
-    plateau_rule: plateau.PlateauRule
-    base_lr: float
-    mini_batches: int
-    temperature: float
-    max_new_tokens: int
-    max_rounds: int
-    protocol: SamplingParams  # temperature and top-p of the exact held-out pass@1 (n unused)
-    device: str = "cpu"
+@dataclass(frozen=True, kw_only=True)
+class StudySettings(NotebookConfig):
+    """The study's settings, each single value declared once here: notebook 04's parameters of the same names are
+    these declarations (``core.params.declared_as``); the checks of single values run on construction,
+    ``check_together`` what involves several values or this machine. Defaults: the quick profile."""
 
-    def check(self) -> None:
-        """What involves several values, or this machine: each value alone is checked where notebook 04's
-        parameters are declared (``study_config``), which build these settings."""
+    candidates: tuple[Candidate, ...]  # the screen's configurations (countdown only); the first wins ties
+    n_train: int = param(120, "training prompts (duplicates dropped)", low=1, high=100_000)
+    n_test: int = param(12, "held-out test prompts, disjoint from training", low=2, high=10_000)
+    n_val: int = param(8, "validation prompts: choose learning rates, disjoint from both", low=2, high=10_000)
+    warm_start_steps: int = param(40, "supervised steps of 32 examples on random correct answers", low=1, high=100_000)
+    warm_start_lr: float = param(3e-3, "AdamW learning rate of the warm start", **LEARNING_RATE)
+    phase1_prompts: int = param(8, "kept prompts per phase-1 step (N 16)", low=1, high=4096)
+    screen_max_steps: int = param(4, "each candidate's phase 1 in the screen stops here", low=1, high=100_000)
+    phase1_max_steps: int = param(8, "the chosen candidate's phase 1 stops here if no plateau came first", low=1,
+                                 high=100_000)  # fmt: skip
+    eval_every: int = param(1, "phase-1 steps between exact held-out evaluations", low=1, high=100_000)
+    snapshot_every: int = param(1, "phase-1 steps between kept checkpoints (the update-quality stages)", low=1,
+                               high=100_000)  # fmt: skip
+    plateau_rule: plateau.PlateauRule
+    base_lr: float = param(1e-3, "eta0: AdamW learning rate of phase 1 and of ProRL", **LEARNING_RATE)
+    mini_batches: int = param(2, "PPO updates per step, the same in every arm", low=1, high=64)
+    temperature: float = param(1.0, "rollout temperature in training (our choice)", **TEMPERATURE)
+    max_new_tokens: int = param(6, "response length limit", unit="tokens", low=2, high=64)
+    max_rounds: int = param(4, "dynamic sampling: generation rounds per step at most", low=1, high=1000)
+    protocol: SamplingParams  # temperature and top-p of the exact held-out pass@1 (n unused)
+    device: str = param("cpu", "where the model trains and samples (cuda needs a visible GPU)", choices=("cpu", "cuda"))
+
+    def check_together(self) -> None:
+        """What involves several values, or this machine."""
         for c in self.candidates:
             if c.tasks != ("countdown",):
                 raise ValueError(f"candidates item {c.spec!r} is not allowed: the study screens countdown only")
@@ -91,8 +97,7 @@ class StudySettings:
             check_int(name, getattr(self, name), low=self.eval_every)
             if getattr(self, name) % self.eval_every:
                 raise ValueError(f"{name}={getattr(self, name)} must be a multiple of eval_every={self.eval_every}")
-        check_choice("device", self.device.split(":")[0], ("cpu", "cuda"))
-        if self.device.startswith("cuda") and not torch.cuda.is_available():
+        if self.device == "cuda" and not torch.cuda.is_available():
             raise ValueError(f"device={self.device!r} is not allowed here: no CUDA device is visible; use device='cpu'")
 
     def step(self, n: int) -> StepSettings:
@@ -256,7 +261,6 @@ def gates(r: dict) -> dict:
 
 def screen(settings: StudySettings, root: Path, progress: bool = True) -> pd.DataFrame:
     """Every candidate to its screen cap (or plateau), measured; the chosen one marked (passes, else closest)."""
-    settings.check()
     _claim(Path(root) / "settings.json", json.loads(json.dumps(asdict(settings))))
     path = Path(root) / SCREEN
     if path.exists():
@@ -290,7 +294,6 @@ def chosen(settings: StudySettings, root: Path) -> Candidate:
 
 def plateau_stage(settings: StudySettings, root: Path, progress: bool = True) -> dict:
     """The chosen candidate's phase 1 to its plateau, then its regime and gates there (plateau.json)."""
-    settings.check()
     _claim(Path(root) / "settings.json", json.loads(json.dumps(asdict(settings))))
     c = chosen(settings, root)
     path = folder(root, c) / PLATEAU_RECORD

@@ -1,14 +1,14 @@
-"""The countdown study's parameters (notebook 04), declared once: ranges, units and docs here, except phase 2's,
-which are ``study_phase2.Phase2Settings``' own declarations (``phase2`` builds it from the same values). The
-study's other two settings objects are built from them (``study``, ``quality``) and check only what involves
-several parameters."""
+"""The countdown study's parameters (notebook 04), declared once: ranges, units and docs here, except those of the
+settings objects the study's functions take, which are their own declarations (``study.StudySettings``,
+``study_phase2.Phase2Settings``; ``study`` and ``phase2`` build them from the same values by name). The
+update-quality grid's settings (``quality``) check only what involves several parameters."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from brorl_lib.core.params import LEARNING_RATE, TEMPERATURE, NotebookConfig, declared_as, param
+from brorl_lib.core.params import TEMPERATURE, NotebookConfig, declared_as, param
 from brorl_lib.facts.protocol import SamplingParams
 from brorl_lib.rlvr import candidates, study
 from brorl_lib.rlvr import study_phase2 as p2
@@ -25,28 +25,26 @@ class CountdownStudyConfig(NotebookConfig):
         distinct=True,
         max_items=16,
     )
-    n_train: int = param(120, "training prompts (duplicates dropped)", low=1, high=100_000)
-    n_test: int = param(12, "held-out test prompts, disjoint from training", low=2, high=10_000)
-    n_val: int = param(8, "validation prompts: choose learning rates, disjoint from both", low=2, high=10_000)
-    warm_start_steps: int = param(40, "supervised steps of 32 examples on random correct answers", low=1, high=100_000)
-    warm_start_lr: float = param(3e-3, "AdamW learning rate of the warm start", **LEARNING_RATE)
-    phase1_prompts: int = param(8, "kept prompts per phase-1 step (N 16)", low=1, high=4096)
-    screen_max_steps: int = param(4, "each candidate's phase 1 in the screen stops here", low=1, high=100_000)
-    phase1_max_steps: int = param(8, "the chosen candidate's phase 1 stops here if no plateau came first", low=1,
-                                 high=100_000)  # fmt: skip
-    eval_every: int = param(1, "phase-1 steps between exact held-out evaluations", low=1, high=100_000)
-    snapshot_every: int = param(1, "phase-1 steps between kept checkpoints (the update-quality stages)", low=1,
-                               high=100_000)  # fmt: skip
+    n_train: int = declared_as(study.StudySettings, "n_train")
+    n_test: int = declared_as(study.StudySettings, "n_test")
+    n_val: int = declared_as(study.StudySettings, "n_val")
+    warm_start_steps: int = declared_as(study.StudySettings, "warm_start_steps")
+    warm_start_lr: float = declared_as(study.StudySettings, "warm_start_lr")
+    phase1_prompts: int = declared_as(study.StudySettings, "phase1_prompts")
+    screen_max_steps: int = declared_as(study.StudySettings, "screen_max_steps")
+    phase1_max_steps: int = declared_as(study.StudySettings, "phase1_max_steps")
+    eval_every: int = declared_as(study.StudySettings, "eval_every")
+    snapshot_every: int = declared_as(study.StudySettings, "snapshot_every")
     plateau_window: int = param(2, "evaluations per window of the plateau test (two are compared)", low=2, high=1000)
     plateau_alpha: float = param(0.05, "one-sided level of the upper bound on the smoothed rise (0.05: 95%)", low=0.0,
                                  low_open=True, high=0.5)  # fmt: skip
     plateau_min_rise: float = param(0.01, "flat: the rise's upper bound per window is below this, overall and in every "
                                     "q band (our choice)", low=0.0, low_open=True, high=1.0)  # fmt: skip
-    base_lr: float = declared_as(p2.Phase2Settings, "base_lr")
-    mini_batches: int = param(2, "PPO updates per step, the same in every arm", low=1, high=64)
-    temperature: float = param(1.0, "rollout temperature in training (our choice)", **TEMPERATURE)
-    max_new_tokens: int = param(6, "response length limit", unit="tokens", low=2, high=64)
-    max_rounds: int = param(4, "dynamic sampling: generation rounds per step at most", low=1, high=1000)
+    base_lr: float = declared_as(study.StudySettings, "base_lr")
+    mini_batches: int = declared_as(study.StudySettings, "mini_batches")
+    temperature: float = declared_as(study.StudySettings, "temperature")
+    max_new_tokens: int = declared_as(study.StudySettings, "max_new_tokens")
+    max_rounds: int = declared_as(study.StudySettings, "max_rounds")
     eval_temperature: float = param(0.6, "evaluation temperature (paper 0.6)", **TEMPERATURE)
     eval_top_p: float = param(0.95, "evaluation top-p (paper 0.95)", low=0.0, low_open=True, high=1.0)
     q_bands: list[float] = param(
@@ -78,38 +76,21 @@ class CountdownStudyConfig(NotebookConfig):
     gpu_rows_dir: str = param(
         "", "a finished GPU row set of the update-quality grid (rlvr.study_gpu), shown beside these rows; empty: none"
     )
-    device: str = param("cpu", "where the model trains and samples (cuda needs a visible GPU)", choices=("cpu", "cuda"))
+    device: str = declared_as(study.StudySettings, "device")
 
     def check_together(self) -> None:
-        for c in self.candidates:
-            candidates.parse(c, "candidates item")
-        self.study().check()
+        self.study()  # the study's and phase 2's settings check what involves several values on construction
         self.quality().check()
-        self.phase2()  # its own checks run on construction
+        self.phase2()
 
     def study(self) -> study.StudySettings:
-        return study.StudySettings(
+        return self.build(
+            study.StudySettings,
             candidates=tuple(candidates.parse(c, "candidates item") for c in self.candidates),
-            n_train=self.n_train,
-            n_test=self.n_test,
-            n_val=self.n_val,
-            warm_start_steps=self.warm_start_steps,
-            warm_start_lr=self.warm_start_lr,
-            phase1_prompts=self.phase1_prompts,
-            screen_max_steps=self.screen_max_steps,
-            phase1_max_steps=self.phase1_max_steps,
-            eval_every=self.eval_every,
-            snapshot_every=self.snapshot_every,
             plateau_rule=PlateauRule(
                 self.plateau_window, self.plateau_alpha, self.plateau_min_rise, tuple(self.q_bands)
             ),
-            base_lr=self.base_lr,
-            mini_batches=self.mini_batches,
-            temperature=self.temperature,
-            max_new_tokens=self.max_new_tokens,
-            max_rounds=self.max_rounds,
             protocol=SamplingParams(16, self.eval_temperature, self.eval_top_p, self.max_new_tokens),
-            device=self.device,
         )
 
     def quality(self) -> study.UpdateQualitySettings:

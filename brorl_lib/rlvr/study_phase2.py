@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from brorl_lib.core.params import LEARNING_RATE, MAX_SEEDS, SEED_MAX, NotebookConfig, param
+from brorl_lib.core.params import MAX_SEEDS, SEED_MAX, NotebookConfig, declared_as, param
 from brorl_lib.facts import arms
 from brorl_lib.facts.arms import Arm
 from brorl_lib.facts.setup import scaled_learning_rate
@@ -62,7 +62,7 @@ class Phase2Settings(NotebookConfig):
 
     prompts: int = param(4, "P: ProRL's kept prompts per step; BroRL takes P/4", low=4, high=4096,
                          multiple_of=PROMPT_RATIO)  # fmt: skip
-    base_lr: float = param(1e-3, "eta0: AdamW learning rate of phase 1 and of ProRL", **LEARNING_RATE)
+    base_lr: float = declared_as(study.StudySettings, "base_lr")
     budgets: list[int] = param(
         [2048, 4096],
         "generated samples at which every phase-2 run is evaluated, increasing",
@@ -379,7 +379,6 @@ def plan(s: study.StudySettings, p: Phase2Settings, root: Path) -> list[tuple[Ar
 def run(s: study.StudySettings, p: Phase2Settings, root: Path, progress: bool = True, limit: int | None = None) -> int:
     """Every planned run not yet finished, in plan order (``limit``: at most that many); returns how many ran. A
     run another process holds is skipped; when only such runs are left, this one waits for them and plans again."""
-    s.check()
     candidate = study.chosen(s, root)
     record = study.folder(root, candidate) / study.PLATEAU_RECORD
     if not record.exists() or json.loads(record.read_text()).get("rule") != plateau.rule_record(s.plateau_rule):
