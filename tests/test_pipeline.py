@@ -2,6 +2,7 @@
 
 import _thread
 import json
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -148,7 +149,16 @@ def test_refresh_refuses_bad_jobs_and_unknown_notebooks_before_any_work(capsys, 
     assert "01_thoery" in capsys.readouterr().err
 
 
-def test_an_interrupt_stops_the_running_kernels(tiny):
+@pytest.fixture
+def ctrl_c():
+    """Ctrl-C raises KeyboardInterrupt here, as at a terminal, even where this process was started ignoring it (a
+    background job of a non-interactive shell, where ``_thread.interrupt_main`` would do nothing)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def test_an_interrupt_stops_the_running_kernels(tiny, ctrl_c):
     spec, out, _ = tiny
     timer = threading.Timer(8.0, _thread.interrupt_main)  # the kernel has started and sleeps by then
     start = time.monotonic()
@@ -159,7 +169,7 @@ def test_an_interrupt_stops_the_running_kernels(tiny):
     assert not out.exists()  # nothing entered
 
 
-def test_an_interrupt_while_a_notebook_is_prepared_starts_no_kernel(tiny, monkeypatch):
+def test_an_interrupt_while_a_notebook_is_prepared_starts_no_kernel(tiny, monkeypatch, ctrl_c):
     spec, out, _ = tiny
     stopped, stop, execute_ = threading.Event(), pipeline.stop_running, pipeline._execute
 
