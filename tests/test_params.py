@@ -6,6 +6,7 @@ bounds, and at each bound every notebook refuses a value naming its own paramete
 import ast
 import math
 import re
+from dataclasses import replace
 
 import nbformat
 import papermill
@@ -332,7 +333,7 @@ def test_evaluation_cli_refuses_non_finite_floats_naming_the_flag(flag, text, ca
 
 def test_a_parameter_declared_as_a_settings_field_is_that_declaration_and_an_unknown_field_is_refused():
     from brorl_lib.core.params import declared_as
-    from brorl_lib.rlvr.study import StudySettings
+    from brorl_lib.rlvr.study import StudySettings, UpdateQualitySettings
     from brorl_lib.rlvr.study_config import CountdownStudyConfig
     from brorl_lib.rlvr.study_phase2 import Phase2Settings
     from brorl_lib.verl_recipe.configs import Cluster
@@ -347,6 +348,9 @@ def test_a_parameter_declared_as_a_settings_field_is_that_declaration_and_an_unk
         for p in settings.declaration():
             assert config.parameter(p.name) == p, p.name  # one declaration: bounds, doc and default alike
     assert CountdownStudyConfig().study().base_lr == CountdownStudyConfig().phase2().base_lr
+    notebook_name = {"rollouts": "update_rollouts", "samples": "update_samples", "reps": "update_reps"}
+    for p in UpdateQualitySettings.declaration():  # the notebook's names of three of them say which grid they set
+        assert replace(CountdownStudyConfig.parameter(notebook_name.get(p.name, p.name)), name=p.name) == p, p.name
     cluster = Cluster(model_path="/m", train_files=("/t",), val_files=("/v",), checkpoint_dir="/c", nnodes=2)
     assert cluster.nnodes == 2
     with pytest.raises(ValueError, match="nnodes=0 is out of range"):

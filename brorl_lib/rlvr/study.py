@@ -310,16 +310,24 @@ def plateau_stage(settings: StudySettings, root: Path, progress: bool = True) ->
 QUALITY_STAGES = ("early", "mid", "plateau")  # the phase-1 checkpoints of the update-quality grid
 
 
-@dataclass(frozen=True)
-class UpdateQualitySettings:
-    rollouts: tuple[int, ...]  # N of each update
-    samples: tuple[int, ...]  # S: generated samples per update, each a multiple of every N
-    reps: int
-    q_bands: tuple[float, ...]  # edges of the exact-q bands
-    measured_prompts: int  # training prompts whose q the updates are judged by (seeded choice)
+@dataclass(frozen=True, kw_only=True)
+class UpdateQualitySettings(NotebookConfig):
+    """The update-quality grid's settings, declared once (notebook 04's ``update_rollouts``, ``update_samples``,
+    ``update_reps``, ``q_bands`` and ``measured_prompts`` are these declarations); checked on construction."""
+
+    rollouts: list[int] = param([4, 16], "N of the update-quality grid", low=2, high=MAX_N, distinct=True,
+                                max_items=MAX_GRID)  # fmt: skip
+    samples: list[int] = param([64], "S: generated samples per update in the grid, each a multiple of every N", low=2,
+                               high=MAX_SAMPLES, max_items=MAX_GRID)  # fmt: skip
+    reps: int = param(2, "repetitions of each update-quality cell", low=2, high=1000)
+    q_bands: list[float] = param(
+        [0.0, 0.01, 0.0625, 0.5, 0.95, 1.0], "edges of the exact-q bands, increasing, in [0, 1]", low=0.0, high=1.0
+    )
+    measured_prompts: int = param(16, "training prompts whose exact q judges each update", low=2, high=100_000)
     stages: tuple[str, ...] = QUALITY_STAGES  # which checkpoints, in this order (the order is execution only)
 
-    def check(self) -> None:
+    def check_together(self) -> None:
+        """What involves several values: the bands' order, the stages, every S a multiple of every N."""
         from brorl_lib.rlvr import update_quality as uq
 
         uq.check_bands(list(self.q_bands))
@@ -327,8 +335,6 @@ class UpdateQualitySettings:
             raise ValueError(
                 f"stages={list(self.stages)} is not allowed: give distinct names among {list(QUALITY_STAGES)}"
             )
-        check_int("update_reps", self.reps, low=2)
-        check_int("measured_prompts", self.measured_prompts, low=2)
         for s in self.samples:
             for n in self.rollouts:
                 if s % n:
@@ -431,7 +437,6 @@ def update_quality_stage(
 
     from brorl_lib.rlvr import update_quality as uq
 
-    quality.check()
     measured, pool = quality_prompts(settings, quality, root)
 
     def lr_of(s: int) -> float:

@@ -1,7 +1,7 @@
 """The countdown study's parameters (notebook 04), declared once: ranges, units and docs here, except those of the
 settings objects the study's functions take, which are their own declarations (``study.StudySettings``,
-``study_phase2.Phase2Settings``; ``study`` and ``phase2`` build them from the same values by name). The
-update-quality grid's settings (``quality``) check only what involves several parameters."""
+``study.UpdateQualitySettings``, ``study_phase2.Phase2Settings``; ``study``, ``quality`` and ``phase2`` build them
+from the same values by name). Each object checks on construction what involves several of its values."""
 
 from __future__ import annotations
 
@@ -47,15 +47,11 @@ class CountdownStudyConfig(NotebookConfig):
     max_rounds: int = declared_as(study.StudySettings, "max_rounds")
     eval_temperature: float = param(0.6, "evaluation temperature (paper 0.6)", **TEMPERATURE)
     eval_top_p: float = param(0.95, "evaluation top-p (paper 0.95)", low=0.0, low_open=True, high=1.0)
-    q_bands: list[float] = param(
-        [0.0, 0.01, 0.0625, 0.5, 0.95, 1.0], "edges of the exact-q bands, increasing, in [0, 1]", low=0.0, high=1.0
-    )
-    measured_prompts: int = param(16, "training prompts whose exact q judges each update", low=2, high=100_000)
-    update_rollouts: list[int] = param([4, 16], "N of the update-quality grid", low=2, high=study.MAX_N, distinct=True,
-                                  max_items=study.MAX_GRID)  # fmt: skip
-    update_samples: list[int] = param([64], "S: generated samples per update in the grid, each a multiple of every N",
-                                      low=2, high=study.MAX_SAMPLES, max_items=study.MAX_GRID)  # fmt: skip
-    update_reps: int = param(2, "repetitions of each update-quality cell", low=2, high=1000)
+    q_bands: list[float] = declared_as(study.UpdateQualitySettings, "q_bands")
+    measured_prompts: int = declared_as(study.UpdateQualitySettings, "measured_prompts")
+    update_rollouts: list[int] = declared_as(study.UpdateQualitySettings, "rollouts")
+    update_samples: list[int] = declared_as(study.UpdateQualitySettings, "samples")
+    update_reps: int = declared_as(study.UpdateQualitySettings, "reps")
     previous_plateau: bool = param(False, "also measure the earlier design's committed plateau (spell + arithmetic)")
     prompts: int = declared_as(p2.Phase2Settings, "prompts")  # phase 2's own declarations (study_phase2)
     budgets: list[int] = declared_as(p2.Phase2Settings, "budgets")
@@ -79,8 +75,8 @@ class CountdownStudyConfig(NotebookConfig):
     device: str = declared_as(study.StudySettings, "device")
 
     def check_together(self) -> None:
-        self.study()  # the study's and phase 2's settings check what involves several values on construction
-        self.quality().check()
+        self.study()  # each settings object checks what involves several values on construction
+        self.quality()
         self.phase2()
 
     def study(self) -> study.StudySettings:
@@ -94,12 +90,11 @@ class CountdownStudyConfig(NotebookConfig):
         )
 
     def quality(self) -> study.UpdateQualitySettings:
-        return study.UpdateQualitySettings(
-            tuple(self.update_rollouts),
-            tuple(self.update_samples),
-            self.update_reps,
-            tuple(self.q_bands),
-            self.measured_prompts,
+        return self.build(
+            study.UpdateQualitySettings,
+            rollouts=self.update_rollouts,
+            samples=self.update_samples,
+            reps=self.update_reps,
         )
 
     def phase2(self) -> p2.Phase2Settings:
