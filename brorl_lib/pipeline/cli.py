@@ -194,8 +194,7 @@ def _run(names: list[str], args, pairs: list[tuple[str, str]], rebuild_manifest:
         raise ValueError(f"notebook {twice[0]!r} is named twice: name each notebook once")
     overrides = dict(parse_override(get_notebook(names[0]), k, v) for k, v in pairs)
     plans = [plan_run(get_notebook(n), args.profile, overrides) for n in names]  # all checks first
-    if args.jobs is not None and args.jobs < 1:
-        raise ValueError(f"--jobs {args.jobs} is not allowed: expected how many notebooks run at once, at least 1")
+    jobs = _side_by_side(args.jobs, len(plans))
     from brorl_lib.figures import styles
     from brorl_lib.pipeline import manifest
     from brorl_lib.pipeline.runner import Look, check_look, set_aside_damaged_manifest
@@ -218,7 +217,6 @@ def _run(names: list[str], args, pairs: list[tuple[str, str]], rebuild_manifest:
         kept = set_aside_damaged_manifest(out)
         problem = str(err).split("; ")[0]
         print(f"warning: {problem}; moved it to {manifest.shown(kept)}; rebuilding it from this run", file=sys.stderr)
-    jobs = min(args.jobs or os.cpu_count() or 1, len(plans))
     results = run_all(plans, out, look, jobs, force=args.force, log_output=not args.quiet and jobs == 1)
     if len(results) > 1:
         ran = [r for r in results if r.status == "ran"]
@@ -355,15 +353,20 @@ def _take_parameters(argv: list[str]) -> tuple[list[str], list[tuple[str, str]]]
     return rest, pairs
 
 
-def _refresh(names: list[str], jobs: int | None) -> int:
+def _side_by_side(jobs: int | None, count: int) -> int:
+    """How many of ``count`` notebooks run at once: ``--jobs`` (at least 1), by default one per CPU."""
     if jobs is not None and jobs < 1:
         raise ValueError(f"--jobs {jobs} is not allowed: expected how many notebooks run at once, at least 1")
+    return min(jobs or os.cpu_count() or 1, count)
+
+
+def _refresh(names: list[str], jobs: int | None) -> int:
+    jobs = _side_by_side(jobs, len(names))
     specs = [get_notebook(n) for n in names]  # every name checked before any work
     targets = []
     for spec in specs:
         given = plan_run(spec, spec.committed_profile).parameters if spec.committed_profile != "quick" else {}
         targets.append((spec.path, json.loads(json.dumps(given))))
-    jobs = min(jobs or os.cpu_count() or 1, len(targets))
     listed = ", ".join(f"{s.name} ({s.committed_profile} profile)" for s in specs)
     print(f"refreshing {len(specs)} notebook(s) in place, {jobs} at a time: {listed}", flush=True)
     from brorl_lib.pipeline.runner import refresh_notebooks
