@@ -39,12 +39,12 @@ from brorl_lib.core import precision
 from brorl_lib.figures import styles
 from brorl_lib.figures.layout import (
     MIN_AXES_EM,
-    _boxes,
-    _covers,
-    _data,
-    _overlap,
-    _shown_texts,
+    boxes_overlap,
+    covers_data,
     drawn,
+    drawn_data,
+    extents,
+    shown_texts,
     text_boxes,
     ticks_crowded,
 )
@@ -111,14 +111,14 @@ def axis_spans(ax, renderer=None) -> list[str]:
     data (lines, markers, error bars, bars, a bar of height zero too, ``fill_between`` bands) and the texts placed
     at data points, inside its limits, with zero when the axis holds it, and its limits when they are one of
     ``WHOLE_SCALES``; an axis with no data, or one value, is not judged."""
-    points, _ = _data(ax)
+    points, _ = drawn_data(ax)
     bars = [p.get_window_extent(renderer) for p in ax.patches if isinstance(p, Rectangle) and p.get_visible()]
     shown = [points, _coords(bars)]
     for coll in ax.collections:
         if isinstance(coll, PolyCollection) and coll.get_visible() and coll.get_transform() == ax.transData:
             shown += [ax.transData.transform(path.vertices) for path in coll.get_paths() if len(path.vertices)]
     data = np.concatenate(shown)
-    labels = _coords([t.get_window_extent(renderer) for t in _shown_texts(ax.texts) if _in_data(t)])
+    labels = _coords([t.get_window_extent(renderer) for t in shown_texts(ax.texts) if _in_data(t)])
     area = ax.get_window_extent(renderer)
     found = []
     for k, which, axis in ((0, "x", ax.xaxis), (1, "y", ax.yaxis)):
@@ -144,7 +144,7 @@ def axis_spans(ax, renderer=None) -> list[str]:
 
 def _figure_texts(fig) -> list:
     """The figure's own texts (its title is one of them)."""
-    return _shown_texts(fig.texts)
+    return shown_texts(fig.texts)
 
 
 def _style_width_problem(fig, style) -> list[str]:
@@ -178,11 +178,11 @@ def problems(fig: mpl.figure.Figure, style=None) -> list[str]:
             )
     for i, a in enumerate(main):
         for b in main[i + 1 :]:
-            if _overlap(areas[a], areas[b], tol):
+            if boxes_overlap(areas[a], areas[b], tol):
                 continue  # twin or inset axes: one panel drawn over another on purpose
-            clash = any(_overlap(t, u, tol) for t in boxes[a] for u in boxes[b])
-            clash |= any(_overlap(t, areas[b], tol) for t in boxes[a])
-            clash |= any(_overlap(u, areas[a], tol) for u in boxes[b])
+            clash = any(boxes_overlap(t, u, tol) for t in boxes[a] for u in boxes[b])
+            clash |= any(boxes_overlap(t, areas[b], tol) for t in boxes[a])
+            clash |= any(boxes_overlap(u, areas[a], tol) for u in boxes[b])
             if clash:
                 found.append(f"texts of {names[a]!r} and {names[b]!r} overlap")
     for ax in main:
@@ -199,26 +199,26 @@ def problems(fig: mpl.figure.Figure, style=None) -> list[str]:
 def _over_data(fig, main, names, renderer, tol) -> list[str]:
     """Legends and annotations over a panel's data."""
     found = []
-    data = {ax: _data(ax) for ax in main}
-    texts = {ax: text_boxes(ax, renderer) + _boxes(_shown_texts(ax.texts), renderer) for ax in main}
+    data = {ax: drawn_data(ax) for ax in main}
+    texts = {ax: text_boxes(ax, renderer) + extents(shown_texts(ax.texts), renderer) for ax in main}
     for ax in main:
         legend = ax.get_legend()
         if legend is not None and legend.get_visible():
             box = legend.get_window_extent(renderer)
-            if _covers(box, *data[ax], tol):
+            if covers_data(box, *data[ax], tol):
                 found.append(f"{names[ax]!r}: the legend covers data")
-            if any(_overlap(box, t, tol) for other in main for t in texts[other]):
+            if any(boxes_overlap(box, t, tol) for other in main for t in texts[other]):
                 found.append(f"{names[ax]!r}: the legend covers a text")
-            if any(_overlap(box, other.get_window_extent(renderer), tol) for other in main if other is not ax):
+            if any(boxes_overlap(box, other.get_window_extent(renderer), tol) for other in main if other is not ax):
                 found.append(f"{names[ax]!r}: the legend runs onto another panel")
-        for text in _shown_texts(ax.texts):
+        for text in shown_texts(ax.texts):
             box = text.get_window_extent(renderer)
-            if _covers(box, *data[ax], tol):
+            if covers_data(box, *data[ax], tol):
                 found.append(f"{names[ax]!r}: the annotation {text.get_text()[:40]!r} covers data")
     for legend in fig.legends:
         box = legend.get_window_extent(renderer)
         for ax in main:
-            if _covers(box, *data[ax], tol):
+            if covers_data(box, *data[ax], tol):
                 found.append(f"the figure legend covers data of {names[ax]!r}")
     return found
 
@@ -231,11 +231,11 @@ def _figure_level(fig, main, names, boxes, areas, renderer, tol) -> list[str]:
     top += [("the figure legend", lg.get_window_extent(renderer)) for lg in fig.legends]
     for what, box in top:
         for ax in main:
-            if any(_overlap(box, t, tol) for t in boxes[ax]) or _overlap(box, areas[ax], tol):
+            if any(boxes_overlap(box, t, tol) for t in boxes[ax]) or boxes_overlap(box, areas[ax], tol):
                 found.append(f"{what} overlaps {names[ax]!r}")
     for k, (what, box) in enumerate(top):
         for other, box2 in top[k + 1 :]:
-            if _overlap(box, box2, tol):
+            if boxes_overlap(box, box2, tol):
                 found.append(f"{what} overlaps {other}")
     every = [b for ax in main for b in boxes[ax]] + [box for _, box in top]
     every += [ax.get_legend().get_window_extent(renderer) for ax in main if ax.get_legend() is not None]

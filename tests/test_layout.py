@@ -88,7 +88,7 @@ def test_a_lines_part_beyond_the_axis_limits_is_not_data_a_legend_covers():
     ax.legend(loc="upper right", bbox_to_anchor=(1.0, -0.3))  # under the axis, where the clipped fall would run
     renderer = layout.drawn(fig)
     inside = ax.get_window_extent(renderer)
-    assert all(inside.y0 - 1 <= y <= inside.y1 + 1 for _, y in layout._data(ax)[0])
+    assert all(inside.y0 - 1 <= y <= inside.y1 + 1 for _, y in layout.drawn_data(ax)[0])
     assert not any("legend covers data" in p for p in layout_check.problems(fig))
     plt.close(fig)
 

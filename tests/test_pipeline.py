@@ -270,7 +270,7 @@ def test_plan_rejects_unknown_and_bad_parameters():
     spec = get_notebook("01_theory")
     with pytest.raises(ValueError, match="has no parameter 'n_rollout'"):
         plan_run(spec, "quick", {"n_rollout": 4})
-    with pytest.raises(ValueError, match="n_instances=0 is out of range"):
+    with pytest.raises(ValueError, match="n_instances=0 is not allowed: expected"):
         plan_run(spec, "quick", {"n_instances": 0})
     ok = plan_run(spec, "paper", {"seed": 3})
     assert ok.parameters["seed"] == 3 and ok.parameters["n_instances"] == 3000 and ok.timeout_s == 900

@@ -401,13 +401,13 @@ def tiny_study() -> study.StudySettings:
 
 
 def test_the_study_settings_check_themselves_on_construction_naming_the_field():
-    with pytest.raises(ValueError, match="n_train=0 is out of range"):
+    with pytest.raises(ValueError, match="n_train=0 is not allowed: expected"):
         replace(tiny_study(), n_train=0)
     with pytest.raises(ValueError, match="screen_max_steps=3 must be a multiple of eval_every=2"):
         replace(tiny_study(), screen_max_steps=3, eval_every=2, phase1_max_steps=8)
     with pytest.raises(ValueError, match="device='tpu' is not allowed"):
         replace(tiny_study(), device="tpu")
-    with pytest.raises(ValueError, match="reps=1 is out of range"):
+    with pytest.raises(ValueError, match="reps=1 is not allowed: expected"):
         study.UpdateQualitySettings(reps=1)
     with pytest.raises(ValueError, match="every S must be a multiple of every N"):
         study.UpdateQualitySettings(rollouts=[4, 16], samples=[24])

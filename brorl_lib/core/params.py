@@ -5,8 +5,9 @@ with ``param``: default, one doc line, unit and what is allowed (range, choices,
 From that declaration come the notebook's parameters cell (``parameters_cell``; a test keeps the two
 equal), the checks of every profile and ``-p`` override (``Param.parse``, ``Param.coerce``), the help of
 ``python -m brorl_lib params`` and ``papermill --help-notebook``, and the range checks that run before
-any work. A check raises a ``ValueError`` that names the parameter as the user wrote it, the value and
-what is allowed; cross-parameter checks live in the class's ``check_together``.
+any work. pydantic checks each value (strict types, bounds, multiples, choices, patterns: ``Param._item_adapter``);
+a refusal raises a ``ValueError`` that names the parameter as the user wrote it, the value and what is allowed;
+cross-parameter checks live in the class's ``check_together``.
 """
 
 from __future__ import annotations
@@ -15,16 +16,16 @@ import ast
 import difflib
 import json
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields
-from functools import cache
+from functools import cache, cached_property
 from numbers import Integral, Real
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import yaml
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
-from brorl_lib.core.validation import check_choice, check_finite, check_int, check_positive, check_range, check_type
+from brorl_lib.core.validation import check_type
 
 INJECTED_CELL_COMMENT = "# Parameters"  # how papermill's injected cell opens (papermill.parameterize)
 PARAM_KEY = "brorl_param"  # dataclass field metadata key holding the declaration
@@ -144,33 +145,30 @@ class Param:
                 seen.add(item)
 
     def _check_item(self, name: str, value) -> None:
-        kind = self.item_kind
+        """One value (or list item) against the declaration, checked by pydantic in strict mode (no bool for a
+        number, no text for a number, no NaN); the message is ours: the name, the value and what is allowed."""
+        if self.item_kind != "bool" and isinstance(value, bool):  # pydantic takes True for a Literal 1
+            raise ValueError(f"{name}={value!r} is not allowed: expected {self._item_text(plural=False)}")
+        try:
+            self._item_adapter.validate_python(value, strict=True)
+        except ValidationError:
+            raise ValueError(f"{name}={value!r} is not allowed: expected {self._item_text(plural=False)}") from None
+
+    @cached_property
+    def _item_adapter(self) -> TypeAdapter:
+        """pydantic's validator of one item as declared: its type, then its bounds, multiple, choices or pattern."""
         if self.choices:
-            if kind != "bool" and isinstance(value, bool):
-                raise ValueError(f"{name}={value!r} is not allowed: expected {self._item_text(plural=False)}")
-            check_choice(name, value, self.choices)
-            return
+            return TypeAdapter(Literal[self.choices])
+        kind = self.item_kind
         if kind == "bool":
-            check_type(name, value, bool, "True or False")
-        elif kind == "str":
-            check_type(name, value, str, self._item_text(plural=False))
-            if self.nonempty and not value.strip():
-                raise ValueError(f"{name}={value!r} is not allowed: expected a non-empty string")
-            if self.pattern and not re.fullmatch(self.pattern, value):
-                raise ValueError(f"{name}={value!r} is not allowed: expected {self.pattern_doc or self.pattern}")
-        elif kind == "int":
-            check_type(name, value, Integral, self._item_text(plural=False))
-            check_int(name, value, self.low, self.high)
-            if self.multiple_of and value % self.multiple_of:
-                raise ValueError(f"{name}={value!r} is not allowed: must be a multiple of {self.multiple_of}")
-        else:
-            check_type(name, value, Real, self._item_text(plural=False))
-            check_finite(name, value)
-            if self.low_open and self.low == 0:
-                check_positive(name, value)
-            elif self.low_open and not value > self.low:
-                raise ValueError(f"{name}={value!r} is not allowed: must be > {_number(self.low)}")
-            check_range(name, value, None if self.low_open else self.low, self.high)
+            return TypeAdapter(bool)
+        if kind == "str":
+            full = rf"\A(?:{self.pattern})\Z" if self.pattern else ""
+            full = (r"(?=\s*\S)" if self.nonempty else "") + full
+            return TypeAdapter(Annotated[str, Field(pattern=full or None)], config=ConfigDict(regex_engine="python-re"))
+        bound = {"gt" if self.low_open else "ge": self.low, "le": self.high}
+        number = Field(multiple_of=self.multiple_of, allow_inf_nan=False, **bound)
+        return TypeAdapter(Annotated[int if kind == "int" else float, number])
 
     # --- reading values from YAML and the command line ---
     def coerce(self, value):

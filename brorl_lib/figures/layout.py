@@ -39,7 +39,7 @@ def titles(ax) -> list:
     return [t for t in (ax.title, ax._left_title, ax._right_title) if t.get_visible() and t.get_text().strip()]
 
 
-def _boxes(artists, renderer) -> list:
+def extents(artists, renderer) -> list:
     boxes = [a.get_window_extent(renderer) for a in artists]
     return [b for b in boxes if b is not None and b.width > 0 and b.height > 0]
 
@@ -47,23 +47,23 @@ def _boxes(artists, renderer) -> list:
 def text_boxes(ax, renderer) -> list:
     """Window extents of what ``ax`` writes around its plotting area: titles, and each axis with its tick
     labels and label (as drawn: ticks outside the view are not counted)."""
-    boxes = _boxes(titles(ax), renderer)
+    boxes = extents(titles(ax), renderer)
     boxes += [axis.get_tightbbox(renderer) for axis in (ax.xaxis, ax.yaxis) if axis.get_visible()]
     return [b for b in boxes if b is not None and b.width > 0 and b.height > 0]
 
 
-def _overlap(a, b, tol: float) -> bool:
+def boxes_overlap(a, b, tol: float) -> bool:
     return min(a.x1, b.x1) - max(a.x0, b.x0) > tol and min(a.y1, b.y1) - max(a.y0, b.y0) > tol
 
 
-def _shown_texts(artists) -> list:
+def shown_texts(artists) -> list:
     return [t for t in artists if t.get_visible() and t.get_text().strip()]
 
 
 def _tick_labels(axis) -> list:
     view = sorted(axis.get_view_interval())
     ticks = [t for t in axis.get_major_ticks() if view[0] - 1e-12 <= t.get_loc() <= view[1] + 1e-12]
-    return _shown_texts([t.label1 for t in ticks] + [t.label2 for t in ticks])
+    return shown_texts([t.label1 for t in ticks] + [t.label2 for t in ticks])
 
 
 def ticks_crowded(axis, renderer, tol: float) -> bool:
@@ -75,8 +75,8 @@ def ticks_crowded(axis, renderer, tol: float) -> bool:
         anchors = sorted(t.get_window_extent(renderer).x1 for t in texts)  # each label ends at its tick
         height = texts[0].get_fontsize() / 72 * axis.figure.dpi
         return any((b - a) * np.sin(angle) < 0.9 * height for a, b in zip(anchors, anchors[1:]))
-    boxes = _boxes(texts, renderer)
-    return any(_overlap(p, q, tol) for k, p in enumerate(boxes) for q in boxes[k + 1 :])
+    boxes = extents(texts, renderer)
+    return any(boxes_overlap(p, q, tol) for k, p in enumerate(boxes) for q in boxes[k + 1 :])
 
 
 def thin_ticks(fig: mpl.figure.Figure) -> None:
@@ -129,7 +129,7 @@ def _densified(xy: np.ndarray) -> np.ndarray:
     return (xy[:-1][None] * (1 - s) + xy[1:][None] * s).reshape(-1, 2)
 
 
-def _data(ax) -> tuple[np.ndarray, list]:
+def drawn_data(ax) -> tuple[np.ndarray, list]:
     """Display points of the data ``ax`` draws inside its plotting area (lines in data coordinates, markers, error
     bars; a line's part beyond the axis limits is clipped, not drawn) and the boxes of its bars; guides drawn in
     axes coordinates (axhline, axvline, axvspan) are left out."""
@@ -166,14 +166,14 @@ def _data(ax) -> tuple[np.ndarray, list]:
     return pts[np.isfinite(pts).all(axis=1) & shown], bars
 
 
-def _covers(box: Bbox, points: np.ndarray, bars: list, pad: float) -> bool:
+def covers_data(box: Bbox, points: np.ndarray, bars: list, pad: float) -> bool:
     inner = Bbox.from_extents(box.x0 + pad, box.y0 + pad, box.x1 - pad, box.y1 - pad)
     if inner.width <= 0 or inner.height <= 0:
         return False
     inside = (
         (points[:, 0] > inner.x0) & (points[:, 0] < inner.x1) & (points[:, 1] > inner.y0) & (points[:, 1] < inner.y1)
     )
-    return bool(inside.any()) or any(_overlap(inner, b, 0.0) for b in bars)
+    return bool(inside.any()) or any(boxes_overlap(inner, b, 0.0) for b in bars)
 
 
 # --- mending what the check would find ---
@@ -197,7 +197,7 @@ def _clear(box, ax, data, others, renderer, tol, within=None) -> bool:
     ``others``."""
     area = within if within is not None else ax.get_window_extent(renderer)
     inside = area.x0 - tol <= box.x0 and box.x1 <= area.x1 + tol and area.y0 - tol <= box.y0 and box.y1 <= area.y1 + tol
-    return inside and not _covers(box, *data, tol) and not any(_overlap(box, o, tol) for o in others)
+    return inside and not covers_data(box, *data, tol) and not any(boxes_overlap(box, o, tol) for o in others)
 
 
 def place_legends(fig: mpl.figure.Figure) -> list:
@@ -210,8 +210,8 @@ def place_legends(fig: mpl.figure.Figure) -> list:
     outside = []
     for ax in [a for a in fig.axes if a.get_visible() and a.get_legend() is not None]:
         legend = ax.get_legend()
-        texts = _boxes(_shown_texts(ax.texts), renderer)
-        if not _covers(legend.get_window_extent(renderer), *_data(ax), tol):
+        texts = extents(shown_texts(ax.texts), renderer)
+        if not covers_data(legend.get_window_extent(renderer), *drawn_data(ax), tol):
             continue
         if not _first_clear_spot(fig, ax, LEGEND_SPOTS, texts, tol, renderer):
             outside.append(ax)  # never by stretching an axis: the legend goes outside the data
@@ -223,7 +223,7 @@ def _first_clear_spot(fig, ax, spots, texts, tol, renderer=None) -> bool:
     ``renderer``: of the figure as it is now (default: draw it)."""
     legend = ax.get_legend()
     renderer = renderer or drawn(fig)  # an inside legend moves without changing the layout: one drawing serves
-    data = _data(ax)
+    data = drawn_data(ax)
     for spot in spots:
         legend.set_loc(spot)
         if _clear(legend.get_window_extent(renderer), ax, data, texts, renderer, tol):
@@ -301,10 +301,10 @@ def place_annotations(fig: mpl.figure.Figure) -> None:
     renderer = drawn(fig)
     tol = 0.5 / 72 * fig.dpi
     for ax in [a for a in fig.axes if a.get_visible()]:
-        notes = [t for t in _shown_texts(ax.texts) if getattr(t, "anncoords", None) == "offset points"]
-        data = _data(ax)
+        notes = [t for t in shown_texts(ax.texts) if getattr(t, "anncoords", None) == "offset points"]
+        data = drawn_data(ax)
         for note in notes:
-            others = [t.get_window_extent(renderer) for t in _shown_texts(ax.texts) if t is not note]
+            others = [t.get_window_extent(renderer) for t in shown_texts(ax.texts) if t is not note]
             if ax.get_legend() is not None:
                 others.append(ax.get_legend().get_window_extent(renderer))
             others += [b for a in fig.axes if a is not ax and a.get_visible() for b in text_boxes(a, renderer)]
