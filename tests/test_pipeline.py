@@ -2,10 +2,15 @@
 
 import _thread
 import json
+import os
+import secrets
 import signal
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import nbformat
 import pandas as pd
@@ -18,6 +23,9 @@ from brorl_lib.core.registry import NotebookSpec, get_notebook
 from brorl_lib.core.validation import check_int
 from brorl_lib.pipeline import cli, execute, hashing, manifest
 from brorl_lib.pipeline import runner as pipeline
+from brorl_lib.verl_recipe import processes  # finding a run's processes by a mark in their environment
+
+MARK = "BRORL_TEST_PIPELINE_MARK"  # in every process a test's run starts, to find them afterwards
 
 
 @dataclass(frozen=True)
@@ -189,6 +197,61 @@ def test_an_interrupt_while_a_notebook_is_prepared_starts_no_kernel(tiny, monkey
         cli.run_all([plan(spec, x=SLOW, fail=False)], out, pipeline.DEFAULT_LOOK, 1, False, False)
     assert time.monotonic() - start < 60 and not pipeline._RUNNING and not out.exists()
     assert not pipeline._STOPPED.is_set()  # the next run starts its kernels
+
+
+def _left(token: str, settle_s: float = 20.0) -> list[int]:
+    """The processes carrying ``token`` in MARK once they have had ``settle_s`` to go (a kernel whose papermill
+    was killed ends itself within seconds: ipykernel's parent poller)."""
+    deadline = time.monotonic() + settle_s
+    while (left := processes.marked(token, MARK)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+def test_an_interrupt_stops_a_refresh_and_its_kernels(tiny, ctrl_c, monkeypatch):
+    spec, _, _ = tiny
+    token = secrets.token_hex(4)
+    monkeypatch.setenv(MARK, token)
+    path = spec.directory / "tiny.ipynb"
+    before = path.read_bytes()
+    timer = threading.Timer(8.0, _thread.interrupt_main)  # the kernel has started and sleeps by then
+    start = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.refresh_notebooks([(path, {"x": SLOW})], jobs=1)
+    assert time.monotonic() - start < 60 and not pipeline._RUNNING and not pipeline._STOPPED.is_set()
+    assert path.read_bytes() == before and not _left(token)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_stop_the_command_and_its_kernels(signum, tmp_path):
+    """``kill`` or a closed terminal stops ``python -m brorl_lib run`` as Ctrl-C does: its exit status is the
+    shell's for the signal and no papermill or kernel of it runs on."""
+    token = secrets.token_hex(4)
+    cmd = [sys.executable, "-m", "brorl_lib", "run", "02_simulator", "--force", "--out", str(tmp_path / "out")]
+    env = {**os.environ, MARK: token}
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not any(b"ipykernel" in _cmdline(pid) for pid in processes.marked(token, MARK)):
+            assert proc.poll() is None and time.monotonic() < deadline, "no kernel started"
+            time.sleep(0.2)
+        proc.send_signal(signum)
+        assert proc.wait(60) == 128 + signum
+        err = proc.stderr.read()
+        assert f"{signal.Signals(signum).name}: stopping python -m brorl_lib run and its kernels" in err, err
+        assert not _left(token)
+    finally:
+        proc.kill()
+        for pid in processes.marked(token, MARK):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def test_library_files_follow_imports():

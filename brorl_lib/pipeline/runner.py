@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -174,20 +174,26 @@ def _execute(plan: Plan, staging: Path, executed: Path, log_output: bool, look: 
     env[styles.STYLE_ENV] = look.style.path or look.style.name
     env[styles.FORMATS_ENV] = ",".join(look.formats)
     env[styles.STAMP_ENV] = "1" if look.stamp else "0"
-    with _STARTING:  # an interrupt that came while this notebook was prepared starts no kernel
-        if _STOPPED.is_set():
-            raise NotebookFailed(f"notebook {plan.spec.name} was not started: the run was stopped")
-        proc = subprocess.Popen(cmd, env=env, start_new_session=True)
-        _RUNNING.add(proc)
     try:
-        return proc.wait(timeout=plan.timeout_s)
+        return _run_child(plan.spec.name, cmd, env, plan.timeout_s)
     except subprocess.TimeoutExpired:
-        _kill(proc)
         raise NotebookFailed(
             f"notebook {plan.spec.name} ran past its timeout of {plan.timeout_s} s "
             f"(set its timeout_s under {plan.profile} in params/profiles.yaml); partial copy: {executed}"
         ) from None
-    except BaseException:  # an interrupt: the kernel runs in a session of its own, so it is stopped here
+
+
+def _run_child(name: str, cmd: list[str], env: dict[str, str], timeout_s: float | None = None) -> int:
+    """``cmd`` (papermill on notebook ``name``) in a session of its own, listed as running until it ends; killed
+    whole on a timeout (TimeoutExpired is raised) or an interrupt. Returns its exit code."""
+    with _STARTING:  # an interrupt that came while this notebook was prepared starts no kernel
+        if _STOPPED.is_set():
+            raise NotebookFailed(f"notebook {name} was not started: the run was stopped")
+        proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+        _RUNNING.add(proc)
+    try:
+        return proc.wait(timeout=timeout_s)
+    except BaseException:  # a timeout or an interrupt: the kernel runs in a session of its own, so it is stopped here
         _kill(proc)
         raise
     finally:
@@ -367,7 +373,7 @@ def refresh_notebook(path: Path, log_output: bool = False, parameters: dict | No
     artifacts = BUILD_DIR / "refresh" / path.stem
     tmp.unlink(missing_ok=True)  # a failure is read from this run's copy only
     started = time.monotonic()
-    if subprocess.run(cmd, env={**_kernel_env(), OUTPUT_DIR_ENV: str(artifacts)}).returncode:
+    if _run_child(path.stem, cmd, {**_kernel_env(), OUTPUT_DIR_ENV: str(artifacts)}):
         raise NotebookFailed(f"{_failure_message(path.stem, tmp)}; {path.name} is left as it was")
     nb = strip_run_metadata(nbformat.read(tmp, as_version=4))
     atomic.write_text(path, nbformat.writes(nb) + "\n")
@@ -376,11 +382,18 @@ def refresh_notebook(path: Path, log_output: bool = False, parameters: dict | No
 
 def refresh_notebooks(targets: list[tuple[Path, dict]], jobs: int) -> None:
     """``refresh_notebook`` on each (path, parameters), ``jobs`` side by side, each its own kernel: the same bytes
-    as one at a time. A failure starts no further notebook and is raised when those running have ended."""
+    as one at a time. A failure starts no further notebook and is raised when those running have ended; an
+    interrupt stops those running too."""
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = [pool.submit(refresh_notebook, path, parameters=parameters) for path, parameters in targets]
         try:
             for future in futures:
+                while not future.done():
+                    wait([future], timeout=0.5)  # woken to take an interrupt
                 future.result()
+        except (KeyboardInterrupt, SystemExit):
+            stop_running()
+            raise
         finally:
             pool.shutdown(cancel_futures=True)
+            starts_allowed()
