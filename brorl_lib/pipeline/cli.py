@@ -263,12 +263,12 @@ def run_all(plans: list, out: Path, look, jobs: int, force: bool, log_output: bo
     """Run ``plans`` into ``out``, ``jobs`` side by side (each notebook its own kernel; their files are entered
     one notebook at a time). A failure or an interrupt starts no further notebook, stops the running ones and
     keeps what finished."""
-    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+    from concurrent.futures import FIRST_COMPLETED, wait
 
-    from brorl_lib.pipeline.runner import run_notebook, starts_allowed, stop_running
+    from brorl_lib.pipeline.runner import run_notebook, stop_running, worker_pool
 
     results: dict[int, RunResult] = {}
-    pool = ThreadPoolExecutor(max_workers=jobs)
+    pool, stopped = worker_pool(jobs)
     waiting, running = list(range(1, len(plans) + 1)), {}
     try:
         while waiting or running:
@@ -282,11 +282,10 @@ def run_all(plans: list, out: Path, look, jobs: int, force: bool, log_output: bo
                 results[i] = future.result()  # a failure raises here
                 _finished(i, len(plans), results[i])
     except BaseException:
-        stop_running()
+        stop_running(stopped)
         raise
     finally:
         pool.shutdown(wait=True)
-        starts_allowed()
     return [results[i] for i in sorted(results)]
 
 

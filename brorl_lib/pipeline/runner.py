@@ -37,7 +37,7 @@ STATE_FILE = BUILD_DIR / "state.json"
 _SHARED = threading.Lock()  # runs side by side (``pipeline.cli.run_all``) take turns with manifest, state and log
 _RUNNING: set[subprocess.Popen] = set()  # the notebooks' processes running now
 _STARTING = threading.Lock()  # a kernel is started, or the running ones stopped, one at a time
-_STOPPED = threading.Event()  # set by stop_running: no further kernel starts until the run has ended
+_RUN = threading.local()  # in a run's worker threads: ``stopped``, that run's Event (set by stop_running)
 
 
 class NotebookFailed(RuntimeError):
@@ -187,7 +187,8 @@ def _run_child(name: str, cmd: list[str], env: dict[str, str], timeout_s: float 
     """``cmd`` (papermill on notebook ``name``) in a session of its own, listed as running until it ends; killed
     whole on a timeout (TimeoutExpired is raised) or an interrupt. Returns its exit code."""
     with _STARTING:  # an interrupt that came while this notebook was prepared starts no kernel
-        if _STOPPED.is_set():
+        stopped = getattr(_RUN, "stopped", None)
+        if stopped is not None and stopped.is_set():
             raise NotebookFailed(f"notebook {name} was not started: the run was stopped")
         proc = subprocess.Popen(cmd, env=env, start_new_session=True)
         _RUNNING.add(proc)
@@ -209,19 +210,26 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def stop_running() -> None:
-    """Kill every notebook process running now and start none until ``starts_allowed`` (an interrupted or failed
-    ``run_all``: a notebook still being prepared starts no kernel)."""
+def worker_pool(jobs: int) -> tuple[ThreadPoolExecutor, threading.Event]:
+    """Threads for one run's notebooks, and the run's stop event: each thread is the run's from its start, so once
+    ``stop_running`` has set the event none of them starts a kernel, not even one whose start an interrupt cut
+    short (the pool then has no hold on that thread)."""
+    stopped = threading.Event()
+    return ThreadPoolExecutor(max_workers=jobs, initializer=_join_run, initargs=(stopped,)), stopped
+
+
+def _join_run(stopped: threading.Event) -> None:
+    _RUN.stopped = stopped
+
+
+def stop_running(stopped: threading.Event) -> None:
+    """Kill every notebook process running now; the run whose event ``stopped`` is starts no kernel any more (an
+    interrupted or failed run: a notebook still being prepared starts none)."""
     with _STARTING:
-        _STOPPED.set()
+        stopped.set()
         running = list(_RUNNING)
     for proc in running:
         _kill(proc)
-
-
-def starts_allowed() -> None:
-    """Kernels may start again (a stopped ``run_all`` has ended)."""
-    _STOPPED.clear()
 
 
 def set_aside_damaged_manifest(out_dir: Path) -> Path | None:
@@ -384,7 +392,8 @@ def refresh_notebooks(targets: list[tuple[Path, dict]], jobs: int) -> None:
     """``refresh_notebook`` on each (path, parameters), ``jobs`` side by side, each its own kernel: the same bytes
     as one at a time. A failure starts no further notebook and is raised when those running have ended; an
     interrupt stops those running too."""
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    pool, stopped = worker_pool(jobs)
+    with pool:
         futures = [pool.submit(refresh_notebook, path, parameters=parameters) for path, parameters in targets]
         try:
             for future in futures:
@@ -392,8 +401,7 @@ def refresh_notebooks(targets: list[tuple[Path, dict]], jobs: int) -> None:
                     wait([future], timeout=0.5)  # woken to take an interrupt
                 future.result()
         except (KeyboardInterrupt, SystemExit):
-            stop_running()
+            stop_running(stopped)
             raise
         finally:
             pool.shutdown(cancel_futures=True)
-            starts_allowed()
