@@ -9,17 +9,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from brorl_lib.core.paths import FIGURES_DIR, REPO_ROOT
 from brorl_lib.core.profiles import available_profiles, load_profile, parse_override, plan_run, profile_files
 from brorl_lib.core.registry import NOTEBOOKS, get_notebook
+from brorl_lib.core.signals import Stopped, stop_signals_raise
 from brorl_lib.pipeline import destination
 
 if TYPE_CHECKING:
@@ -378,35 +375,6 @@ def _refresh(names: list[str], jobs: int | None) -> int:
     return 0
 
 
-class Stopped(KeyboardInterrupt):
-    """A stop signal arrived while a command ran its notebooks."""
-
-    def __init__(self, signum: int, what: str) -> None:
-        self.signum, self.name, self.what = signum, signal.Signals(signum).name, what
-        super().__init__(self.name)
-
-
-@contextmanager
-def _stopped_by_signals(what: str) -> Iterator[None]:
-    """Within the block (in the main thread), SIGINT, SIGTERM and SIGHUP raise ``Stopped``, which stops the
-    running kernels on its way out as Ctrl-C at a terminal does; a second signal during that stop is ignored."""
-    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-    def handler(signum: int, _frame: object) -> None:
-        for s in signals:
-            signal.signal(s, signal.SIG_IGN)
-        print(f"{signal.Signals(signum).name}: stopping {what} and its kernels", file=sys.stderr, flush=True)
-        raise Stopped(signum, what)
-
-    main = threading.current_thread() is threading.main_thread()
-    before = {s: signal.signal(s, handler) for s in signals} if main else {}
-    try:
-        yield
-    finally:
-        for s, old in before.items():
-            signal.signal(s, old)
-
-
 def main(argv: list[str] | None = None) -> int:
     rest, pairs = _take_parameters(list(sys.argv[1:] if argv is None else argv))
     parser = _parser(with_help=bool({"-h", "--help"} & set(rest)))
@@ -423,15 +391,16 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_status(args.out, args.check)
         # SIGTERM and SIGHUP (kill, timeout, a closed terminal) stop the kernels as Ctrl-C does, where they would
         # otherwise run on, orphaned; Ctrl-C works in a background job too
-        with _stopped_by_signals(f"python -m brorl_lib {args.command}"):
+        what = f"python -m brorl_lib {args.command}"
+        with stop_signals_raise(f"{what} and its kernels", lambda line: print(line, file=sys.stderr, flush=True)):
             if args.command == "run":
                 return _run(args.names, args, args.parameter)
             if args.command == "reproduce":
                 return _reproduce(args)
             return _refresh(args.names or [nb.name for nb in NOTEBOOKS], args.jobs)
     except Stopped as stop:
-        print(f"{stop.what} stopped on {stop.name}; the notebooks that finished keep their files", file=sys.stderr)
-        return 128 + stop.signum
+        print(f"{what} stopped on {stop.name}; the notebooks that finished keep their files", file=sys.stderr)
+        return stop.status
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -19,26 +19,17 @@ import secrets
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from brorl_lib.core.signals import stop_signals_raise
+
 MARKER_ENV = "BRORL_PROCESS_OWNERS"  # ':'-separated tokens of the commands whose child a process is
 TOKEN = f"{os.getpid()}-{secrets.token_hex(4)}"  # this process's mark on its children
-SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 PREFIX = "[brorl]"
 _live: dict[int, subprocess.Popen] = {}
-
-
-class Stopped(KeyboardInterrupt):
-    """A stop signal arrived; ``status`` is the shell's exit status for it (128 + the signal's number)."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-        self.status = 128 + signum
 
 
 def say(message: str) -> None:
@@ -137,30 +128,17 @@ def end_all(settle_s: float = 5.0) -> None:
 
 @contextmanager
 def stop_on_signals(what: str) -> Iterator[None]:
-    """Within the block, SIGTERM, SIGINT and SIGHUP raise ``Stopped`` (in the main thread; elsewhere the
-    handlers stay as they are); on the way out, by any route, every child of ``start`` is ended."""
-    installed: dict[int, object] = {}
-    stopping = []
-
-    def handler(signum: int, _frame: object) -> None:
-        if stopping:  # already on the way out: let the clean-up finish
-            say(f"{signal.Signals(signum).name} again: still stopping {what}")
-            return
-        stopping.append(signum)
-        say(f"{signal.Signals(signum).name}: stopping {what} and every process it started")
-        raise Stopped(signum)
-
-    if threading.current_thread() is threading.main_thread():
-        installed = {s: signal.signal(s, handler) for s in SIGNALS}
+    """Within the block, SIGTERM, SIGINT and SIGHUP raise ``Stopped`` (in the main thread: ``core.signals``); on the
+    way out, by any route, every child of ``start`` is ended."""
+    taken: list[int] = []
     try:
-        yield
+        with stop_signals_raise(f"{what} and every process it started", say) as taken:
+            try:
+                yield
+            finally:
+                end_all()
     finally:
-        try:
-            end_all()
-        finally:
-            for s, old in installed.items():
-                signal.signal(s, old)
-        if stopping:
+        if taken:
             say(f"stopped {what}; no process of it is left")
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from brorl_lib.core.paths import REPO_ROOT
+from brorl_lib.core.signals import Stopped
 from brorl_lib.core.validation import check_int
 from brorl_lib.facts import reported as paper
 from brorl_lib.facts.arms import Arm
@@ -174,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with processes.stop_on_signals("the smoke run"):
             return 0 if all(run_arm(name, runs, env, args.timeout, settings) for name in args.arms) else 1
-    except processes.Stopped as stop:
+    except Stopped as stop:
         return stop.status
 
 

@@ -34,6 +34,7 @@ import pandas as pd
 
 from brorl_lib.core import atomic
 from brorl_lib.core.paths import BUILD_DIR, REPO_ROOT
+from brorl_lib.core.signals import Stopped
 from brorl_lib.core.validation import check_int
 from brorl_lib.tasks.generation import EntryRequest, generate
 from brorl_lib.verl_recipe import data, processes
@@ -178,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with processes.stop_on_signals("the CPU verl run"):
             return run_all(paths, args.arms, args.retrain_model, not args.no_eval)
-    except processes.Stopped as stop:
+    except Stopped as stop:
         return stop.status
 
 
