@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from hang_limits import HANG_S
 
 from brorl_lib.core.paths import REPO_ROOT
 
@@ -36,7 +37,7 @@ def test_an_error_that_needs_no_model_prints_before_the_heavy_imports(argv, mess
         capture_output=True,
         text=True,
         cwd=REPO_ROOT,
-        timeout=120,
+        timeout=HANG_S,
     )
     assert message in done.stderr
     assert "rc: 2" in done.stdout

@@ -1,7 +1,11 @@
 """`make lab` on a remote machine and as root: JupyterLab starts headless, its URL with the token is printed first
-and answers, and ending it by its process group leaves nothing behind."""
+and answers, and ending it by its process group leaves nothing behind; it serves working copies whose parameters
+cell holds the values that run, kept where a reader changed them."""
 
+import dataclasses
+import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -9,9 +13,13 @@ import sys
 import time
 import urllib.request
 
+import nbformat
 import pytest
+from hang_limits import HANG_S
 
 from brorl_lib.core.paths import REPO_ROOT
+from brorl_lib.core.profiles import plan_run
+from brorl_lib.core.registry import NOTEBOOKS, get_notebook
 from brorl_lib.pipeline import lab
 
 
@@ -50,7 +58,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _first_line(log, proc, timeout_s: float = 60) -> str:
+def _first_line(log, proc, timeout_s: float = HANG_S) -> str:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and proc.poll() is None:
         text = log.read_text()
@@ -67,7 +75,7 @@ def test_lab_starts_headless_prints_its_url_first_and_answers_it(tmp_path):
     log = tmp_path / "lab.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "brorl_lib.pipeline.lab", "--port", str(port)],
+            [sys.executable, "-m", "brorl_lib.pipeline.lab", "--port", str(port), "--dir", str(tmp_path / "lab")],
             cwd=REPO_ROOT,
             env=env,
             stdout=out,
@@ -78,7 +86,7 @@ def test_lab_starts_headless_prints_its_url_first_and_answers_it(tmp_path):
         first = _first_line(log, proc)
         assert f"http://localhost:{port}/lab?token=" in first, first
         token = first.strip().rsplit("token=", 1)[1]
-        deadline, answered = time.monotonic() + 120, None
+        deadline, answered = time.monotonic() + HANG_S, None
         while time.monotonic() < deadline and proc.poll() is None and answered is None:
             try:
                 with urllib.request.urlopen(f"http://localhost:{port}/api/status?token={token}", timeout=5) as r:
@@ -88,7 +96,54 @@ def test_lab_starts_headless_prints_its_url_first_and_answers_it(tmp_path):
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=60)
+        proc.wait(timeout=HANG_S)
     assert answered == 200, f"JupyterLab did not answer (exit code {proc.returncode}):\n{log.read_text()}"
     with pytest.raises(ProcessLookupError):
         os.killpg(proc.pid, 0)  # nothing of its process group is left
+
+
+def _parameters_cell(nb) -> str:
+    return next(c.source for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+
+
+def test_a_working_copy_runs_the_values_its_parameters_cell_shows(tmp_path):
+    assert lab.prepare(tmp_path) == []
+    for spec in NOTEBOOKS:
+        nb = nbformat.read(tmp_path / spec.path.name, as_version=4)
+        assert not [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]  # no second cell
+        values = plan_run(spec, spec.committed_profile).parameters
+        assert _parameters_cell(nb) == spec.config_class().parameters_cell(values)
+        committed = nbformat.read(spec.path, as_version=4)
+        assert [c.outputs for c in nb.cells if c.cell_type == "code"] == [
+            c.outputs for c in committed.cells if c.cell_type == "code" and "injected-parameters" not in c.metadata.tags
+        ]
+    theory = _parameters_cell(nbformat.read(tmp_path / "01_theory.ipynb", as_version=4))
+    assert "n_instances: int = 3000  #" in theory  # the paper profile's value, where the default is 300
+    settings = json.loads((tmp_path / lab.SETTINGS / "overrides.json").read_text())
+    assert settings["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
+    assert f"--LabApp.app_settings_dir={tmp_path / lab.SETTINGS}" in lab.command(1, "t", browser=False, root=False,
+                                                                                notebooks=tmp_path)  # fmt: skip
+
+
+def test_a_changed_working_copy_is_kept_and_an_untouched_one_follows_its_notebook(tmp_path):
+    source = tmp_path / "notebooks"
+    source.mkdir()
+    spec = dataclasses.replace(get_notebook("01_theory"), directory=source)
+    shutil.copyfile(get_notebook("01_theory").path, spec.path)
+    work = tmp_path / "lab"
+    lab.prepare(work, (spec,))
+    copy = work / spec.path.name
+    edited = copy.read_text().replace("n_instances: int = 3000", "n_instances: int = 77")
+    copy.write_text(edited)
+    assert lab.prepare(work, (spec,)) == [] and copy.read_text() == edited  # the reader's edit stays
+    nb = nbformat.read(spec.path, as_version=4)
+    nb.cells[0].source += "\n\nA changed introduction."
+    nbformat.write(nb, spec.path)
+    said = lab.prepare(work, (spec,))
+    assert copy.read_text() == edited and len(said) == 1 and "keeps your changes" in said[0]
+    copy.unlink()
+    lab.prepare(work, (spec,))
+    assert "A changed introduction." in copy.read_text()
+    nb.cells[0].source += " Again."
+    nbformat.write(nb, spec.path)
+    assert lab.prepare(work, (spec,)) == [] and "Again." in copy.read_text()  # untouched: it follows

@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+from hang_limits import HANG_S
+
 from brorl_lib.core.paths import NOTEBOOKS_DIR, OUTPUT_DIR_ENV
 from brorl_lib.theory.report import TheoryConfig
 
@@ -29,7 +31,7 @@ def test_plain_papermill_shows_the_hint_before_any_work(tmp_path):
         [*cmd, "-p", "vocab_sizes", "[1000, 128000]", "--cwd", str(NOTEBOOKS_DIR)],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG_S,
         env={**os.environ, OUTPUT_DIR_ENV: str(tmp_path / "artifacts")},
     )
     assert done.returncode != 0

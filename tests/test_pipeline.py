@@ -9,13 +9,16 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 import pandas as pd
 import pytest
+from hang_limits import HANG_S
 
+from brorl_lib.core import locks
 from brorl_lib.core.params import NotebookConfig
 from brorl_lib.core.paths import REPO_ROOT
 from brorl_lib.core.profiles import Plan, load_profile, plan_run, profile_files
@@ -139,10 +142,12 @@ def test_refresh_runs_side_by_side_in_place_each_into_its_own_folder_and_names_a
     write_tiny(spec.directory, "tiny_b")
     a, b = spec.directory / "tiny.ipynb", spec.directory / "tiny_b.ipynb"
     pipeline.refresh_notebooks([(a, {"x": 3}), (b, {})], jobs=2)
-    for path, name, x in ((a, "tiny", 3), (b, "tiny_b", 1)):
+    for path, x in ((a, 3), (b, 1)):
         nb = nbformat.read(path, as_version=4)
         assert nb.cells[0].source.startswith("x: int = 1")  # the notebook's own cell stays; its values are injected
-        assert (pipeline.BUILD_DIR / "refresh" / name / f"{name}.csv").read_text() == f"x\n{x}\n"
+        injected = [c.source for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
+        assert injected == ([] if x == 1 else [f"# Parameters\nx = {x}\n"])
+    assert list((pipeline.BUILD_DIR / "refresh").iterdir()) == []  # each ran in a folder of its own, then removed
     before = b.read_bytes()
     with pytest.raises(pipeline.NotebookFailed, match="(?s)tiny_b failed in code cell 4.*tiny_b.ipynb is left"):
         pipeline.refresh_notebooks([(a, {}), (b, {"fail": True})], jobs=2)
@@ -155,6 +160,25 @@ def test_refresh_refuses_bad_jobs_and_unknown_notebooks_before_any_work(capsys, 
     assert "--jobs 0 is not allowed" in capsys.readouterr().err
     assert cli.main(["refresh", "01_theory", "01_thoery"]) == 2
     assert "01_thoery" in capsys.readouterr().err
+
+
+def test_two_runs_of_one_notebook_at_once_never_mix_their_files(tiny):
+    """Two terminals, one notebook, two variants: each output folder holds its own run's files and nothing else."""
+    spec, out, _ = tiny
+    outs = {1: out.parent / "one", 2: out.parent / "two"}
+    with ThreadPoolExecutor(2) as pool:  # both kernels start at once and run side by side
+        runs = {
+            x: pool.submit(pipeline.run_notebook, plan(spec, x=x), folder, log_output=False)
+            for x, folder in outs.items()
+        }
+        results = {x: run.result() for x, run in runs.items()}
+    for x, folder in outs.items():
+        assert results[x].status == "ran" and results[x].files == ("tiny.csv", "tiny.md", "tiny.tex")
+        assert pd.read_csv(folder / "tiny.csv")["x"].tolist() == [x]
+        recorded = manifest.load(folder)["artifacts"]
+        assert {e["parameters"]["x"] for e in recorded.values()} == {x}
+        assert all(manifest.file_problem(folder, f, e) is None for f, e in recorded.items())
+    assert list((pipeline.BUILD_DIR / "staging").iterdir()) == []  # each staged in a folder of its own, then removed
 
 
 @pytest.fixture
@@ -173,7 +197,7 @@ def test_an_interrupt_stops_the_running_kernels(tiny, ctrl_c):
     timer.start()
     with pytest.raises(KeyboardInterrupt):
         cli.run_all([plan(spec, x=SLOW, fail=False)], out, pipeline.DEFAULT_LOOK, 1, False, False)
-    assert time.monotonic() - start < 60 and not pipeline._RUNNING
+    assert time.monotonic() - start < HANG_S and not pipeline._RUNNING
     assert not out.exists()  # nothing entered
 
 
@@ -187,7 +211,7 @@ def test_an_interrupt_while_a_notebook_is_prepared_starts_no_kernel(tiny, monkey
 
     def interrupted_before_its_kernel(*args, **kwargs):
         _thread.interrupt_main()  # Ctrl-C before this notebook's kernel starts
-        assert stopped.wait(30)  # the main thread has taken it and stopped the run
+        assert stopped.wait(HANG_S)  # the main thread has taken it and stopped the run
         return execute_(*args, **kwargs)
 
     monkeypatch.setattr(pipeline, "stop_running", stop_and_tell)
@@ -195,13 +219,13 @@ def test_an_interrupt_while_a_notebook_is_prepared_starts_no_kernel(tiny, monkey
     start = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         cli.run_all([plan(spec, x=SLOW, fail=False)], out, pipeline.DEFAULT_LOOK, 1, False, False)
-    assert time.monotonic() - start < 60 and not pipeline._RUNNING and not out.exists()
+    assert time.monotonic() - start < HANG_S and not pipeline._RUNNING and not out.exists()
     monkeypatch.setattr(pipeline, "_execute", execute_)
     again = cli.run_all([plan(spec, x=1, fail=False)], out, pipeline.DEFAULT_LOOK, 1, False, False)
     assert [r.status for r in again] == ["ran"]  # the next run starts its kernels
 
 
-def _left(token: str, settle_s: float = 20.0) -> list[int]:
+def _left(token: str, settle_s: float = HANG_S) -> list[int]:
     """The processes carrying ``token`` in MARK once they have had ``settle_s`` to go (a kernel whose papermill
     was killed ends itself within seconds: ipykernel's parent poller)."""
     deadline = time.monotonic() + settle_s
@@ -221,7 +245,7 @@ def test_an_interrupt_stops_a_refresh_and_its_kernels(tiny, ctrl_c, monkeypatch)
     timer.start()
     with pytest.raises(KeyboardInterrupt):
         pipeline.refresh_notebooks([(path, {"x": SLOW})], jobs=1)
-    assert time.monotonic() - start < 60 and not pipeline._RUNNING
+    assert time.monotonic() - start < HANG_S and not pipeline._RUNNING
     assert path.read_bytes() == before and not _left(token)
 
 
@@ -234,12 +258,12 @@ def test_sigterm_and_sighup_stop_the_command_and_its_kernels(signum, tmp_path):
     env = {**os.environ, MARK: token}
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + HANG_S
         while not any(b"ipykernel" in _cmdline(pid) for pid in processes.marked(token, MARK)):
             assert proc.poll() is None and time.monotonic() < deadline, "no kernel started"
             time.sleep(0.2)
         proc.send_signal(signum)
-        assert proc.wait(60) == 128 + signum
+        assert proc.wait(HANG_S) == 128 + signum
         err = proc.stderr.read()
         assert f"{signal.Signals(signum).name}: stopping python -m brorl_lib run and its kernels" in err, err
         assert not _left(token)
@@ -401,3 +425,22 @@ def test_kernel_sockets_stay_out_of_the_notebook_folder(tmp_path):
     printed = nbformat.read(tmp_path / "out.ipynb", as_version=4).cells[0].outputs[0]["text"]
     assert printed.strip() == "['ls.ipynb', 'out.ipynb']"  # no kernel-ipc-<n> socket while the kernel ran
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ls.ipynb", "out.ipynb"]
+
+
+def test_a_second_holder_of_a_lock_is_refused_with_the_first_ones_process(tmp_path):
+    path = tmp_path / "x.lock"
+    with locks.held(path, "the thing"):
+        with pytest.raises(locks.Busy, match=rf"the thing is in use by process {os.getpid()} \("):
+            with locks.held(path, "the thing", wait=False):
+                pass
+    with locks.held(path, "the thing", wait=False):  # released: taken at once
+        pass
+
+
+def test_a_second_book_build_into_one_folder_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
+    from brorl_lib.book import build
+
+    monkeypatch.setattr(build, "_build", lambda *a: pytest.fail("built"))
+    with locks.held(tmp_path / build.LOCK_FILE, "the first build"):
+        assert build.main(["--out", str(tmp_path)]) == 2
+    assert f"is in use by process {os.getpid()}" in capsys.readouterr().err

@@ -255,15 +255,17 @@ def test_short_rl_run_raises_the_binary_reward(tok, model):
     gen = torch.Generator().manual_seed(1)
     settings = StepSettings(n_rollouts=16, max_new_tokens=8)  # max_rounds=1: no refill
     draw, calls = cycling(train)
-    rewards = []
-    for _ in range(80):
-        metrics = rl_step(model, tok, opt, draw, 8, settings, gen)
-        rewards.append(metrics["reward_mean"])
-    assert calls == [8] * 80 and metrics["samples"] == 128 and metrics["rounds"] == 1
-    assert 0 < metrics["pass_rate"] <= 1 and metrics["updates"] == 2
-    assert metrics["kept_samples"] == round(metrics["pass_rate"] * 128)  # one round: the kept rows are the mixed
+    steps = [rl_step(model, tok, opt, draw, 8, settings, gen) for _ in range(80)]
+    assert calls == [8] * 80
+    for m in steps:  # what every step does, whatever its samples drew
+        assert (m["samples"], m["rounds"]) == (128, 1)
+        assert m["kept_samples"] == round(m["pass_rate"] * 128)  # one round: the kept rows are the mixed groups'
+        assert m["updates"] == (2 if m["kept_samples"] else 0)  # two mini-batches, or no update without signal
+    rewards = [m["reward_mean"] for m in steps]
     assert set(rewards) <= {r / 128 for r in range(129)}  # binary rewards: a share of the 128 samples
-    assert np.mean(rewards[-20:]) > np.mean(rewards[:20]) + 0.05  # measured: 0.132 -> 0.229
+    assert 0 < np.mean([m["pass_rate"] for m in steps]) <= 1  # one step may keep no group (seen: 3 of 80)
+    # averages over 20 steps, not one step's value: measured rises 0.097 (AVX-512), 0.095 (AVX2), 0.150 (no SIMD)
+    assert np.mean(rewards[-20:]) > np.mean(rewards[:20]) + 0.05
 
 
 def test_an_untrained_model_earns_no_reward_refills_to_the_cap_and_takes_no_update(tok, model):

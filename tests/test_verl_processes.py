@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hang_limits import HANG_S
 
 from brorl_lib.core.paths import REPO_ROOT
 from brorl_lib.verl_recipe import preflight, processes
@@ -49,7 +50,7 @@ def stand_in_ready(ready: Path) -> Callable[[str], bool]:
 
 
 def stop_mid_run(
-    cmd: list[str], env: dict[str, str], ready: Callable[[str], bool], timeout_s: float = 120
+    cmd: list[str], env: dict[str, str], ready: Callable[[str], bool], timeout_s: float = HANG_S
 ) -> tuple[int, str]:
     """Start ``cmd`` with a fresh marker, SIGTERM it once ``ready(marker)`` holds, and return its status and
     stderr after checking that no process carrying the marker is left."""
@@ -65,7 +66,7 @@ def stop_mid_run(
             time.sleep(0.2)
         time.sleep(0.5)  # settled in wait
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=HANG_S)
         time.sleep(0.5)
         left = processes.marked(marker, MARKER)
         assert not left, f"left running: {[command_line(p) for p in left]}\n{err}"
@@ -133,7 +134,7 @@ def test_the_smoke_run_stops_on_a_failed_preflight_check_before_launching(tmp_pa
         env=recipe_env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
     )
     assert out.returncode == 1
     assert "FAIL  data" in out.stdout

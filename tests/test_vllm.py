@@ -16,6 +16,7 @@ import time
 import numpy as np
 import pytest
 import torch
+from hang_limits import HANG_S
 
 from brorl_lib.core.paths import REPO_ROOT
 from brorl_lib.evaluation import backends, metrics, vllm_compat
@@ -104,7 +105,7 @@ def eval_args(root, label: str, backend: str, greedy: bool) -> list[str]:
 
 def run_vllm(python: str, args: list[str]) -> subprocess.CompletedProcess:
     env = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING", "PYTHONHASHSEED": "0"}
-    proc = subprocess.run([python, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([python, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=2 * HANG_S)
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
     return proc
 

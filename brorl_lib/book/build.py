@@ -8,7 +8,7 @@ link downloads it, and ``figures/MANIFEST.json`` becomes the gallery page (``boo
 are shown with their committed outputs, never re-executed, presented by ``book.pages``; the front page shows
 the results at a glance (``book.glance``) where the README has them. Sphinx (configuration: ``book/conf.py``)
 then writes the site to ``build/book/html/`` with warnings as errors, so a broken link, a missing image or a
-missing anchor fails the build.
+missing anchor fails the build. A second build into the same folder while one runs is refused, naming the first.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import nbformat
@@ -26,11 +27,13 @@ from brorl_lib.book import pages
 from brorl_lib.book.gallery import artifacts_by_notebook, gallery_markdown, picture_of
 from brorl_lib.book.glance import glance_markdown
 from brorl_lib.book.readme import README, with_block
+from brorl_lib.core import locks
 from brorl_lib.core.paths import BUILD_DIR, FIGURES_DIR, NOTEBOOKS_DIR, REPO_ROOT
 from brorl_lib.pipeline import manifest, screenshots
 
 CONF_DIR = REPO_ROOT / "book"
 BOOK_DIR = BUILD_DIR / "book"
+LOCK_FILE = "building.lock"  # held by the build that uses the folder: a second one at once is refused
 DOCS_DIR = REPO_ROOT / "docs"
 INDEX = "index.md"  # the README, staged as the site's root page
 GALLERY = "gallery.md"
@@ -216,7 +219,13 @@ def stage(src: Path) -> _Stager:
 
 
 def build(out: Path = BOOK_DIR, strict: bool = True, quiet: bool = True) -> int:
-    """Stage the sources and build the site into ``out/html``; Sphinx's exit status (0: built, no warning)."""
+    """Stage the sources and build the site into ``out/html``; Sphinx's exit status (0: built, no warning).
+    ``locks.Busy`` (naming the other build's process) while another build uses ``out``."""
+    with locks.held(Path(out) / LOCK_FILE, f"the book's build folder {out}", wait=False):
+        return _build(out, strict, quiet)
+
+
+def _build(out: Path, strict: bool, quiet: bool) -> int:
     from sphinx.cmd.build import build_main
 
     stager = stage(out / "src")
@@ -234,7 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=BOOK_DIR, help="build folder (default: build/book)")
     parser.add_argument("--no-strict", action="store_true", help="keep going on warnings (default: they fail)")
     args = parser.parse_args(argv)
-    status = build(args.out, strict=not args.no_strict)
+    try:
+        status = build(args.out, strict=not args.no_strict)
+    except locks.Busy as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if status == 0:
         print(f"the book: {manifest.shown(args.out / 'html' / 'index.html')}")
     return status

@@ -203,10 +203,12 @@ class Param:
         return self.coerce(value)
 
     # --- rendering ---
-    def cell_line(self) -> str:
-        """This parameter's line of the parameters cell: ``name: type = default  # doc, unit; allowed``."""
+    def cell_line(self, value: Any = MISSING) -> str:
+        """This parameter's line of the parameters cell: ``name: type = default  # doc, unit; allowed``, with
+        ``value`` in place of the default where given."""
         unit = f", in {self.unit}" if self.unit else ""
-        return f"{self.name}: {self.kind} = {_literal(self.default)}  # {self.doc}{unit}; {self.allowed()}"
+        shown = self.default if value is MISSING else value
+        return f"{self.name}: {self.kind} = {_literal(shown)}  # {self.doc}{unit}; {self.allowed()}"
 
     def _example_list(self) -> list:
         if self.choices:
@@ -298,9 +300,16 @@ class NotebookConfig:
         }
 
     @classmethod
-    def parameters_cell(cls) -> str:
-        """The source of the notebook's cell tagged ``parameters``, one line per parameter."""
-        return "\n".join(p.cell_line() for p in cls.declaration())
+    def parameters_cell(cls, values: Mapping[str, object] | None = None) -> str:
+        """The source of the notebook's cell tagged ``parameters``, one line per parameter; ``values`` (checked)
+        in place of the defaults they name."""
+        values = dict(values or {})
+        unknown = sorted(set(values) - set(cls.parameter_names()))
+        if unknown:
+            raise ValueError(f"{cls.__name__} has no parameters {unknown}")
+        for name, value in values.items():
+            cls.parameter(name).check(value)
+        return "\n".join(p.cell_line(values.get(p.name, MISSING)) for p in cls.declaration())
 
     @classmethod
     def from_namespace(cls, namespace: Mapping[str, object]):

@@ -33,7 +33,8 @@ def _style_presets(with_help: bool) -> str:
         return "see --help"
     from brorl_lib.figures import styles
 
-    return "; ".join(f"{k}: {v.description}" for k, v in styles.PRESETS.items())
+    # argparse %-formats help strings: a description's "%" is written "%%"
+    return "; ".join(f"{k}: {v.description}" for k, v in styles.PRESETS.items()).replace("%", "%%")
 
 
 def _parser(with_help: bool = True) -> argparse.ArgumentParser:

@@ -1,22 +1,27 @@
 """Run notebooks with papermill, skip unchanged ones, and move their artifacts into place.
 
-A run executes in a staging folder; only after the notebook succeeds are its files moved (each by
-an atomic rename) into the output folder and entered in its MANIFEST.json. A run in another figure style
-(``figures.styles``) or with SVG files never writes into figures/; its entries record the style. A failed or timed-out
-run leaves the output folder as it was and names the failing notebook and cell. Each run compares the
-bytes it made with those it replaces (``RunResult.changed``) and adds a line to build/run-log.jsonl.
+A run executes in a staging folder of its own (two runs at once, of one notebook too, never share one); only after
+the notebook succeeds are its files moved (each by an atomic rename) into the output folder and entered in its
+MANIFEST.json. A run in another figure style (``figures.styles``) or with SVG files never writes into figures/; its
+entries record the style. A failed or timed-out run leaves the output folder as it was and names the failing notebook
+and cell. Each run compares the
+bytes it made with those it replaces (``RunResult.changed``) and adds a line to build/run-log.jsonl. Manifests,
+build/state.json and the log are read and written under a lock shared by every process of the checkout.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +29,7 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from brorl_lib.core import atomic, variants
+from brorl_lib.core import atomic, locks, variants
 from brorl_lib.core.artifacts import read_record
 from brorl_lib.core.paths import BUILD_DIR, FIGURES_DIR, INTERACTIVE_ENV, OUTPUT_DIR_ENV
 from brorl_lib.core.profiles import Plan
@@ -58,6 +63,19 @@ class RunResult:
     def verified(self) -> bool:
         """Ran, and wrote exactly the bytes that were there: the artifacts are reproduced."""
         return self.status == "ran" and bool(self.files) and not (self.changed or self.new or self.removed)
+
+
+@contextlib.contextmanager
+def _shared() -> Iterator[None]:
+    """Manifest, state and log to this run alone: its own threads take turns, then other processes' runs do."""
+    with _SHARED, locks.held(BUILD_DIR / "pipeline.lock", "the pipeline's manifests and state"):
+        yield
+
+
+def _own_folder(parent: Path, name: str) -> Path:
+    """A new, empty folder under ``parent`` for one run of notebook ``name``."""
+    parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=parent))
 
 
 def _load_state() -> dict:
@@ -179,7 +197,7 @@ def _execute(plan: Plan, staging: Path, executed: Path, log_output: bool, look: 
     except subprocess.TimeoutExpired:
         raise NotebookFailed(
             f"notebook {plan.spec.name} ran past its timeout of {plan.timeout_s} s "
-            f"(set its timeout_s under {plan.profile} in params/profiles.yaml); partial copy: {executed}"
+            f"(set its timeout_s under {plan.profile} in params/profiles.yaml)"
         ) from None
 
 
@@ -273,37 +291,48 @@ def run_notebook(
     out_dir = Path(out_dir)
     check_look(look, out_dir)
     hashes = input_hashes(plan.spec, plan.parameters)
-    with _SHARED:
+    with _shared():
         man = manifest.load(out_dir)  # an unreadable manifest stops the run here, before any work
         if not force and is_current(plan, out_dir, hashes, look):
             result = RunResult(name, "skipped", 0.0, tuple(manifest.files_of(man, name)))
             _log(plan, out_dir, hashes, result)
             return result
 
-    staging = BUILD_DIR / "staging" / name
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    executed_dir = BUILD_DIR / "notebooks"
-    executed_dir.mkdir(parents=True, exist_ok=True)
-    partial = executed_dir / f"{name}.partial.ipynb"
-    start = time.perf_counter()
-    if _execute(plan, staging, partial, log_output, look) != 0:
-        failed = executed_dir / f"{name}.failed.ipynb"
-        if partial.exists():
-            os.replace(partial, failed)
-        message = _failure_message(name, failed)
-        with _SHARED:
-            _log(plan, out_dir, hashes, None, message)
-        raise NotebookFailed(message)
-    wall = round(time.perf_counter() - start, 1)
-    with _SHARED:
-        return _enter(plan, out_dir, look, hashes, staging, partial, wall)
+    staging = _own_folder(BUILD_DIR / "staging", name)
+    try:
+        partial = staging / f"{name}.partial.ipynb"
+        failed = BUILD_DIR / "notebooks" / f"{name}.failed.ipynb"  # kept, for a look, when the run fails
+        start = time.perf_counter()
+        try:
+            status = _execute(plan, staging, partial, log_output, look)
+        except NotebookFailed as err:  # past its timeout
+            _keep(partial, failed)
+            raise NotebookFailed(f"{err}; partial copy: {failed}") from None
+        if status != 0:
+            _keep(partial, failed)
+            message = _failure_message(name, failed)
+            with _shared():
+                _log(plan, out_dir, hashes, None, message)
+            raise NotebookFailed(message)
+        wall = round(time.perf_counter() - start, 1)
+        with _shared():
+            return _enter(plan, out_dir, look, hashes, staging, partial, wall)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _keep(partial: Path, failed: Path) -> None:
+    """Move a failed run's executed copy out of its staging folder, to ``failed``."""
+    if partial.exists():
+        failed.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(partial, failed)
 
 
 def _enter(plan: Plan, out_dir: Path, look: Look, hashes: dict, staging: Path, partial: Path, wall: float) -> RunResult:
     """Move a finished run's files from ``staging`` into ``out_dir`` and enter them in its manifest."""
     name = plan.spec.name
-    executed_dir = partial.parent
+    executed_dir = BUILD_DIR / "notebooks"
+    executed_dir.mkdir(parents=True, exist_ok=True)
     executed = strip_noise(nbformat.read(partial, as_version=4))
     atomic.write_text(executed_dir / f"{name}.ipynb", nbformat.writes(executed) + "\n")
     if out_dir.resolve() != FIGURES_DIR.resolve():  # a run into its own folder keeps its executed notebook there
@@ -340,7 +369,6 @@ def _enter(plan: Plan, out_dir: Path, look: Look, hashes: dict, staging: Path, p
     state = _load_state()
     state[_state_key(out_dir, name, look)] = hashes["input"]
     atomic.write_text(STATE_FILE, json.dumps(state, indent=2, sort_keys=True))
-    shutil.rmtree(staging, ignore_errors=True)
     result = RunResult(name, "ran", wall, tuple(sorted(entries)), changed, new, removed)
     _log(plan, out_dir, hashes, result)
     return result
@@ -367,22 +395,32 @@ def write_parameters_cell(path: Path, source: str) -> bool:
 
 def refresh_notebook(path: Path, log_output: bool = False, parameters: dict | None = None) -> None:
     """Re-execute a committed notebook in place (what nbval checks): with its own defaults, or with
-    ``parameters`` injected as papermill does (the committed profile's, where it is not the defaults). Its
-    artifacts go to build/refresh/<notebook>/, a folder of its own."""
-    tmp = BUILD_DIR / "refresh" / path.name
-    tmp.parent.mkdir(parents=True, exist_ok=True)
+    ``parameters`` injected as papermill does (the committed profile's, where it is not the defaults). It runs
+    in a new folder under build/refresh/ (its artifacts, its executed copy), removed when it ends; a failed
+    run's copy is kept as build/refresh/<notebook>.failed.ipynb."""
+    own = _own_folder(BUILD_DIR / "refresh", path.stem)  # two refreshes at once never share a file
+    try:
+        _refresh_in(path, own, log_output, parameters)
+    finally:
+        shutil.rmtree(own, ignore_errors=True)
+
+
+def _refresh_in(path: Path, own: Path, log_output: bool, parameters: dict | None) -> None:
+    tmp = own / path.name
     cmd = [sys.executable, "-m", "brorl_lib.pipeline.execute", str(path), str(tmp), "--cwd", str(path.parent)]
     if parameters:
-        values = tmp.with_suffix(".yaml")
+        values = own / "parameters.yaml"
         atomic.write_text(values, yaml.safe_dump(parameters, sort_keys=False))
         cmd += ["--parameters", str(values)]
     if log_output:
         cmd.append("--log-output")
-    artifacts = BUILD_DIR / "refresh" / path.stem
-    tmp.unlink(missing_ok=True)  # a failure is read from this run's copy only
+    artifacts = own / "artifacts"
     started = time.monotonic()
     if _run_child(path.stem, cmd, {**_kernel_env(), OUTPUT_DIR_ENV: str(artifacts)}):
-        raise NotebookFailed(f"{_failure_message(path.stem, tmp)}; {path.name} is left as it was")
+        failed = own.parent / f"{path.stem}.failed.ipynb"
+        if tmp.exists():
+            os.replace(tmp, failed)
+        raise NotebookFailed(f"{_failure_message(path.stem, failed)}; {path.name} is left as it was")
     nb = strip_run_metadata(nbformat.read(tmp, as_version=4))
     atomic.write_text(path, nbformat.writes(nb) + "\n")
     print(f"refreshed {path.name} in {time.monotonic() - started:.1f} s", flush=True)

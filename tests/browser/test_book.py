@@ -23,6 +23,7 @@ from urllib.parse import urldefrag
 
 import pytest
 from docutils.nodes import make_id
+from hang_limits import HANG_S
 
 from brorl_lib.book import build as book
 from brorl_lib.book import gallery as book_gallery
@@ -125,7 +126,7 @@ def _check_page(context, url: str, base: str, shot: Path | None = None) -> list[
         images = page.evaluate(_IMAGES_JS)
         problems = [f"{url}: image {src} did not load" for src, width in images if not width]
         if url.endswith(MATH_PAGE):
-            page.locator("mjx-container").first.wait_for(timeout=30_000)
+            page.locator("mjx-container").first.wait_for(timeout=HANG_S * 1000)
             raw = page.locator(".math:not(:has(mjx-container))").count()
             problems += [f"{url}: {raw} formulas not typeset by MathJax"] if raw else []
         problems += _link_problems(url, page.evaluate(_LINKS_JS), base)

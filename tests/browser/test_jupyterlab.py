@@ -1,8 +1,10 @@
-"""Every notebook in JupyterLab, in headless Chromium: run all cells, move one control, no error anywhere.
+"""Every notebook in JupyterLab, in headless Chromium: run all cells, move one control, no error anywhere; an
+edited parameter is what runs, and no committed notebook changes.
 
-The test starts JupyterLab itself (localhost, a free port, a random token) on a copy of notebooks/, drives
-Debian's Chromium through Playwright, and for each notebook runs every cell with its committed profile (the
-notebook's own defaults; notebook 04's: paper, read back from the committed runs). It then moves one control of the
+The test starts JupyterLab as `make lab` does (``pipeline.lab``: its command line, its working copies of
+notebooks/ with the committed profile's values in their parameters cells, its settings; on localhost, a free port,
+a random token, the copies in a folder of the test's own), drives Debian's Chromium through Playwright, and for
+each notebook runs every cell with its committed profile. It then moves one control of the
 explore section, checks that the figure (or the table under it) changed and that no cell shows an error,
 and writes a screenshot of the explore section to build/screenshots/, with a sidecar recording the notebook's input
 hash (pipeline.screenshots). It runs a notebook's cells only once its kernel is idle and connected by the kernel's
@@ -24,34 +26,31 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
 import nbformat
 import pytest
-from papermill.parameterize import parameterize_notebook
+from hang_limits import HANG_S
 
-from brorl_lib.core.paths import BUILD_DIR, INTERACTIVE_ENV, NOTEBOOKS_DIR, OUTPUT_DIR_ENV
+from brorl_lib.core.paths import BUILD_DIR, INTERACTIVE_ENV, NOTEBOOKS_DIR, OUTPUT_DIR_ENV, REPO_ROOT
+from brorl_lib.core.registry import NOTEBOOKS
+from brorl_lib.pipeline import lab as make_lab
 from brorl_lib.pipeline import screenshots
 
 playwright = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[dev]' installs playwright")
 
 SHOTS = BUILD_DIR / "screenshots"
-RUN_TIMEOUT_S = {"02_simulator": 900, "04_laptop_rlvr": 600}  # guards on a loaded machine; others: the default
-DEFAULT_RUN_TIMEOUT_S = 300
-KERNEL_READY_S = 120  # a kernel's start on a loaded machine
+RUN_TIMEOUT_S = {"02_simulator": 3 * HANG_S, "04_laptop_rlvr": 2 * HANG_S}  # hang guards; others: the default
+DEFAULT_RUN_TIMEOUT_S = HANG_S
+KERNEL_READY_S = HANG_S  # a kernel's start on a loaded machine
 STALL_S = 15  # the kernel idle this long, no cell queued, cells un-run and no error: the run stopped; re-issued
 REISSUES = 2  # how often a stopped or unstarted run is issued again before the test fails
-LAB_SETTINGS = {  # every cell in the page (no windowing), and no news or update checks on a closed network
+LAB_SETTINGS = {  # every cell in the page (no windowing); news and updates are off by `make lab`'s own settings
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {
         "windowingMode": "none",
         "autoStartDefaultKernel": True,
-    },
-    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
-        "fetchNews": "false",
-        "checkForUpdates": False,
     },
 }
 
@@ -88,29 +87,25 @@ def _free_port() -> int:
 
 
 def _copy_notebooks(root: Path) -> dict[str, tuple[dict[str, str], dict[str, str]]]:
-    """notebooks/ into ``root`` (outputs cleared), each with the parameters of its screenshot's profile (its
-    committed profile, pipeline.screenshots.profile_of) injected after its parameters cell, as papermill does; notebook
-    name -> its input hashes with those parameters and the hashes of the files they cover, as they are now (what its
+    """`make lab`'s working copies of notebooks/ in ``root`` (``pipeline.lab.prepare``: the parameters of the
+    committed profile, which the screenshot records, in each parameters cell), outputs cleared; notebook name -> its
+    input hashes with those parameters and the hashes of the files they cover, as they are now (what its
     screenshot's sidecar records)."""
     names = {}
     only = os.environ.get("BRORL_BROWSER_NOTEBOOKS", "").split()  # e.g. "03_paper_tables": those only
     unknown = sorted(set(only) - {p.stem for p in NOTEBOOKS_DIR.glob("*.ipynb")})
     if unknown:
         pytest.fail(f"no such notebook in notebooks/: {' '.join(unknown)} (BRORL_BROWSER_NOTEBOOKS, NOTEBOOKS=)")
-    for path in sorted(NOTEBOOKS_DIR.glob("*.ipynb")):
-        if only and path.stem not in only:
-            continue
+    specs = tuple(spec for spec in NOTEBOOKS if not only or spec.name in only)
+    make_lab.prepare(root, specs)
+    for spec in specs:
+        path = root / spec.path.name
         nb = nbformat.read(path, as_version=4)
         for cell in nb.cells:
-            cell.metadata.setdefault("tags", [])  # papermill's parameterize expects them (its reader adds them too)
             if cell.cell_type == "code":
                 cell.outputs, cell.execution_count = [], None
-        parameters = screenshots.parameters_of(path.stem)
-        if parameters:
-            nb.metadata.setdefault("papermill", {})  # where papermill records the parameters it injects
-            nb = parameterize_notebook(nb, parameters, report_mode=False)
-        nbformat.write(nb, root / path.name)
-        names[path.stem] = (screenshots.current_inputs(path.stem), screenshots.current_files(path.stem))
+        nbformat.write(nb, path)
+        names[spec.name] = (screenshots.current_inputs(spec.name), screenshots.current_files(spec.name))
     return names
 
 
@@ -125,24 +120,12 @@ def _lab(root: Path, notebooks: Path):
     token, port = secrets.token_hex(16), _free_port()
     env = {k: v for k, v in os.environ.items() if k not in (INTERACTIVE_ENV, OUTPUT_DIR_ENV, "MPLBACKEND")}
     env |= {"PYTHONHASHSEED": "0", "JUPYTER_CONFIG_DIR": str(root / "config"), "JUPYTER_RUNTIME_DIR": str(root / "rt")}
-    cmd = [
-        sys.executable,
-        "-m",
-        "jupyter",
-        "lab",
-        "--no-browser",
-        f"--port={port}",
-        "--ip=127.0.0.1",
-        f"--IdentityProvider.token={token}",
-        f"--ServerApp.root_dir={notebooks}",
-        f"--LabApp.user_settings_dir={settings}",
-        f"--LabApp.workspaces_dir={root / 'workspaces'}",
-        *(["--allow-root"] if os.geteuid() == 0 else []),  # CI runs as root
-    ]
+    cmd = make_lab.command(port, token, browser=False, root=os.geteuid() == 0, notebooks=notebooks)  # as `make lab`
+    cmd += [f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={root / 'workspaces'}"]
     with open(root / "lab.log", "w") as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            yield _serve(proc, f"http://127.0.0.1:{port}", token, root), token
+            yield _serve(proc, f"http://localhost:{port}", token, root), token
         finally:
             _end(proc)
 
@@ -171,7 +154,8 @@ def _end(proc: subprocess.Popen) -> None:
 
 def _serve(proc: subprocess.Popen, url: str, token: str, root: Path) -> str:
     """``url`` once the server answers (fails with its log if it exits first)."""
-    for _ in range(120):
+    deadline = time.monotonic() + HANG_S
+    while time.monotonic() < deadline:
         try:
             urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2)
             return url
@@ -179,7 +163,7 @@ def _serve(proc: subprocess.Popen, url: str, token: str, root: Path) -> str:
             if proc.poll() is not None:
                 pytest.fail(f"JupyterLab exited: {(root / 'lab.log').read_text()[-2000:]}")
             time.sleep(0.5)
-    pytest.fail("JupyterLab did not answer within 60 s")
+    pytest.fail(f"JupyterLab did not answer within {HANG_S:.0f} s")
 
 
 def _kernel(url: str, token: str, name: str) -> dict:
@@ -317,7 +301,7 @@ def _errors(page) -> list[str]:
 def _open(page, url: str, token: str, name: str) -> None:
     """Open notebook ``name`` alone in its own workspace, its kernel chosen."""
     page.goto(f"{url}/lab/workspaces/{name}/tree/{name}.ipynb?reset&token={token}")  # this notebook only
-    page.locator(".jp-Notebook").wait_for(timeout=60_000)
+    page.locator(".jp-Notebook").wait_for(timeout=HANG_S * 1000)
     accept = page.locator(".jp-Dialog .jp-mod-accept")  # "Select Kernel", should the setting not apply
     page.wait_for_timeout(1000)
     if accept.count():
@@ -334,10 +318,12 @@ def _check(page, url: str, token: str, name: str) -> list[str]:
         return [f"{name}: after running all cells, {_state(page, url, token, name)} (page: {errors[0][-300:]!r})"]
     explore = page.locator(".jp-CodeCell", has=page.locator(".brorl-explore")).last
     live = explore.locator(".brorl-explore").first
-    live.locator(".widget-output img[src^='blob:'], .widget-output img[src^='data:']").first.wait_for(timeout=30_000)
+    live.locator(".widget-output img[src^='blob:'], .widget-output img[src^='data:']").first.wait_for(
+        timeout=HANG_S * 1000
+    )
     before = _snapshot(live)
     _move(page, explore)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + HANG_S
     figure = live.locator(".widget-output img")  # gone while a draw shows only its progress bar
     while (_snapshot(live) == before or not figure.count()) and time.monotonic() < deadline:
         time.sleep(0.3)
@@ -379,6 +365,48 @@ def test_every_notebook_runs_in_jupyterlab_and_its_controls_redraw(lab, browser)
     assert not failures, "\n".join(failures) + f"\n(screenshots in {SHOTS})"
 
 
+def _git_status() -> str:
+    return subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"], cwd=REPO_ROOT, capture_output=True, text=True
+    ).stdout
+
+
+EDITED = ("n_instances: int = 3000", "3000", "700")  # 01_theory's parameters cell line, its value, the reader's
+
+
+def test_an_edited_parameter_is_what_runs_and_no_committed_notebook_changes(lab, browser):
+    """A reader edits the parameters cell of `make lab`'s copy of 01_theory, runs the notebook and saves it: the
+    printed result follows the new value, the copy holds it, and the checkout's git status is as it was. No pop-up
+    (JupyterLab's news question) covers the notebook."""
+    url, token, names = lab
+    if "01_theory" not in names:
+        pytest.skip("01_theory is not among BRORL_BROWSER_NOTEBOOKS")
+    before = _git_status()
+    page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    try:
+        _open(page, url, token, "01_theory")
+        line, old, new = EDITED
+        page.wait_for_timeout(3000)  # a pop-up would be up by now
+        toasts = page.locator(".Toastify__toast")
+        assert toasts.count() == 0, f"a pop-up covers the notebook: {toasts.all_inner_texts()}"
+        cell = page.locator(".jp-CodeCell", has_text="n_instances: int = ").first  # before and after the edit
+        cell.locator(".cm-line", has_text=line).get_by_text(old, exact=True).dblclick()  # the number, as a word
+        page.keyboard.type(new)
+        assert cell.locator(".cm-line", has_text=f"n_instances: int = {new}").count() == 1
+        _run_all(page, url, token, "01_theory")
+        _wait_idle(page, url, token, "01_theory", RUN_TIMEOUT_S.get("01_theory", DEFAULT_RUN_TIMEOUT_S))
+        assert not _errors(page), _state(page, url, token, "01_theory")
+        printed = "\n".join(page.locator(".jp-OutputArea-output").all_inner_texts())
+        assert f"instances: {new}\n" in printed and f"instances: {old}\n" not in printed
+        saved = _saved_notebook(page, url, token, "01_theory")
+        assert saved is not None and f"n_instances: int = {new}  #" in "".join(
+            "".join(c["source"]) for c in saved["cells"] if "parameters" in c["metadata"].get("tags", [])
+        )
+    finally:
+        page.context.close()
+    assert _git_status() == before  # autosave and the run changed nothing in the checkout
+
+
 # --- the waits themselves, on two small notebooks ---
 TINY = {
     "tiny_ok": ["import time\nx = 1", "time.sleep(1)\ny = x + 1", "print(y)"],
@@ -396,6 +424,7 @@ def tiny_lab(tmp_path_factory):
         nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
         nbformat.write(nb, notebooks / f"{name}.ipynb")
+    make_lab.prepare(notebooks, ())  # `make lab`'s settings only
     with _lab(root, notebooks) as served:
         yield served
 
@@ -409,11 +438,11 @@ def test_a_run_that_stopped_after_its_first_cell_is_issued_again(tiny_lab, brows
         _wait_kernel_ready(url, token, "tiny_ok")
         page.locator(".jp-CodeCell .jp-InputPrompt").first.click()
         page.keyboard.press("Control+Enter")  # the first cell only
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + HANG_S
         while _prompts(page)[0] != "[1]:" and time.monotonic() < deadline:
             time.sleep(0.5)
         assert _prompts(page) == ["[1]:", "[ ]:", "[ ]:"]
-        _wait_idle(page, url, token, "tiny_ok", timeout_s=120)
+        _wait_idle(page, url, token, "tiny_ok", timeout_s=HANG_S)
         assert not _unrun(_prompts(page)) and "2" in page.locator(".jp-OutputArea-output").last.inner_text()
     finally:
         page.close()

@@ -18,6 +18,7 @@ import sys
 import time
 
 import pytest
+from hang_limits import HANG_S
 
 from brorl_lib.core.paths import REPO_ROOT
 from brorl_lib.models import deepseek_tokenizer, tiny
@@ -47,7 +48,7 @@ def paths(tmp_path_factory):
 
 def launch(arm, paths, extra, log_name):
     with open(paths.work / log_name, "wb") as log:
-        return run.launch(arm, paths, [*extra, *NO_DASHBOARD], timeout_s=900, log=log)
+        return run.launch(arm, paths, [*extra, *NO_DASHBOARD], timeout_s=2 * HANG_S, log=log)
 
 
 def trained(log: logs.RunLog):
@@ -147,5 +148,5 @@ def test_sigterm_ends_the_cpu_run_with_its_ray_cluster(tmp_path):
     def raylet_exists(marker: str) -> bool:
         return any("raylet" in command_line(p) for p in processes.marked(marker, MARKER))
 
-    status, err = stop_mid_run(cmd, dict(os.environ), raylet_exists, timeout_s=300)
+    status, err = stop_mid_run(cmd, dict(os.environ), raylet_exists, timeout_s=HANG_S)
     assert status == 128 + signal.SIGTERM and "no process of it is left" in err
