@@ -242,3 +242,57 @@ def test_top_p_keeps_the_smallest_prefix_and_greedy_takes_the_argmax():
     assert drawn == {0, 1}
     tok, lp = rollout._sample(logits, 0.0, 1.0, -1, gen)
     assert int(tok) == 0 and float(lp) == pytest.approx(float(torch.log(torch.tensor(0.5))))
+
+
+def _scripted_launches(monkeypatch, tmp_path, outcomes: list[tuple[int, bytes]]):
+    """``launch_mod.launch`` stand-in: each call writes its text to the log and returns its status, in order."""
+    from brorl_lib.verl_recipe.cpu import run
+
+    calls = []
+
+    def fake(script, env, extra, timeout_s, log):
+        status, text = outcomes[len(calls)]
+        calls.append(script)
+        log.write(text)
+        log.flush()
+        return status
+
+    monkeypatch.setattr(run.launch_mod, "launch", fake)
+    paths = run.Paths(tmp_path, tmp_path / "runs", tmp_path / "model")
+    return run, paths, calls
+
+
+def test_a_launch_that_misses_rays_own_start_up_deadline_is_started_again(monkeypatch, tmp_path):
+    missed = (1, b"Exception: " + b"The current node timed out during startup. This could happen because ...\n")
+    run, paths, calls = _scripted_launches(monkeypatch, tmp_path, [missed, missed, (0, b"trained\n")])
+    with open(tmp_path / "a.log", "wb") as log:
+        assert run.launch("prorl", paths, log=log) == 0
+    assert len(calls) == 3 and (tmp_path / "a.log").read_bytes().count(b"missed its own deadline") == 2
+
+    run, paths, calls = _scripted_launches(monkeypatch, tmp_path, [missed] * run.RAY_START_TRIES)
+    with open(tmp_path / "b.log", "wb") as log:
+        assert run.launch("prorl", paths, log=log) == 1  # at most RAY_START_TRIES, then its status
+    assert len(calls) == run.RAY_START_TRIES
+
+    run, paths, calls = _scripted_launches(monkeypatch, tmp_path, [(1, b"ValueError: a real failure\n"), missed])
+    with open(tmp_path / "c.log", "wb") as log:
+        assert run.launch("prorl", paths, log=log) == 1  # any other failure is the result: never retried
+    assert len(calls) == 1
+
+
+def test_a_killed_launch_that_missed_rays_start_up_is_started_again(monkeypatch, tmp_path):
+    from brorl_lib.verl_recipe.cpu import run
+
+    calls = []
+
+    def fake(script, env, checkpoints, after_step, extra, timeout_s, log, log_dir):
+        calls.append(after_step)
+        if len(calls) == 1:
+            log.write(run.RAY_START_MISSED + b"\n")
+            log.flush()
+            raise RuntimeError("launch.sh ended (status 1) before checkpoint 1")
+
+    monkeypatch.setattr(run.launch_mod, "launch_and_kill", fake)
+    with open(tmp_path / "k.log", "wb") as log:
+        run.launch_and_kill("prorl", run.Paths(tmp_path, tmp_path / "runs", tmp_path / "m"), after_step=1, log=log)
+    assert calls == [1, 1]

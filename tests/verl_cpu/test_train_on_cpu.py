@@ -57,7 +57,9 @@ def trained(log: logs.RunLog):
 
 def test_prorl_trains_and_resumes_after_a_kill(paths):
     with open(paths.work / "prorl-killed.log", "wb") as log:
-        run.launch_and_kill("prorl", paths, after_step=1, extra=[*NO_FIRST_VALIDATION, *NO_DASHBOARD], log=log)
+        run.launch_and_kill(
+            "prorl", paths, after_step=1, extra=[*NO_FIRST_VALIDATION, *NO_DASHBOARD], timeout_s=2 * HANG_S, log=log
+        )
     assert run.latest_checkpoint(paths, "prorl") == 1
     status = launch("prorl", paths, [*SHORT, *TIGHT_CLIP], "prorl-resumed.log")
     assert status == 0, (paths.work / "prorl-resumed.log").read_text()[-3000:]

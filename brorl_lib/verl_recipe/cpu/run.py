@@ -124,9 +124,50 @@ def script(arm: str) -> Path:
     return path
 
 
+# Ray 2.60 starts its local cluster under deadlines of its own, fixed in its code: 15 s for the dashboard agent to
+# write its port file, 30 s for the raylet to register. On 2 busy cores the agent's imports can take longer, and the
+# launch ends before any step with this message; such a launch is started again, at most RAY_START_TRIES in all
+# (our choice). Nothing of it ran: no checkpoint, no log line, so the retry changes no result.
+RAY_START_MISSED = b"The current node timed out during startup"
+RAY_START_TRIES = 3
+
+
+def _ray_start_missed(log, since: int) -> bool:
+    """Whether the launch logged to ``log`` (a file, from byte ``since``) ended at Ray's own start-up deadline."""
+    name = getattr(log, "name", None)
+    if not isinstance(name, str) or not os.path.isfile(name):
+        return False
+    log.flush()
+    with open(name, "rb") as f:
+        f.seek(since)
+        return RAY_START_MISSED in f.read()
+
+
+def _log_size(log) -> int:
+    return os.fstat(log.fileno()).st_size if hasattr(log, "fileno") else 0
+
+
+def _retrying_ray_start(run_once, log):
+    """``run_once()`` again while its launch ends at Ray's start-up deadline (``RAY_START_TRIES`` in all)."""
+    for attempt in range(1, RAY_START_TRIES + 1):
+        since = _log_size(log) if log is not None else 0
+        try:
+            result, failure = run_once(), None
+        except RuntimeError as err:  # launch_and_kill: the launch ended before its checkpoint
+            result, failure = None, err
+        if (failure is None and result == 0) or attempt == RAY_START_TRIES or not _ray_start_missed(log, since):
+            if failure is not None:
+                raise failure
+            return result
+        note = f"[cpu] Ray's local start-up missed its own deadline (try {attempt} of {RAY_START_TRIES}): again\n"
+        log.write(note.encode() if "b" in getattr(log, "mode", "") else note)
+        log.flush()
+
+
 def launch(arm: str, paths: Paths, extra: list[str] = (), timeout_s: float = 1800, log=None) -> int:
-    """Run one arm's cpu launch script to its end (a new log segment; resumes from its newest checkpoint)."""
-    return launch_mod.launch(script(arm), paths.env(), extra, timeout_s, log)
+    """Run one arm's cpu launch script to its end (a new log segment; resumes from its newest checkpoint); a
+    launch that ends at Ray's own start-up deadline is started again (``RAY_START_TRIES``)."""
+    return _retrying_ray_start(lambda: launch_mod.launch(script(arm), paths.env(), extra, timeout_s, log), log)
 
 
 def latest_checkpoint(paths: Paths, arm: str) -> int:
@@ -136,9 +177,16 @@ def latest_checkpoint(paths: Paths, arm: str) -> int:
 
 def launch_and_kill(arm: str, paths: Paths, after_step: int, extra: list[str] = (), timeout_s: float = 900, log=None):
     """Start the arm and kill the whole launch (driver, Ray and its workers) once checkpoint ``after_step``
-    exists and that step is logged."""
-    launch_mod.launch_and_kill(
-        script(arm), paths.env(), paths.checkpoints / arm, after_step, extra, timeout_s, log, paths.runs / arm / "logs"
+    exists and that step is logged; started again when it ends at Ray's own start-up deadline."""
+    checkpoints, logs_dir = paths.checkpoints / arm, paths.runs / arm / "logs"
+    _retrying_ray_start(
+        lambda: (
+            launch_mod.launch_and_kill(
+                script(arm), paths.env(), checkpoints, after_step, extra, timeout_s, log, logs_dir
+            )
+            or 0
+        ),  # it returns nothing once killed at its checkpoint
+        log,
     )
 
 
