@@ -2,21 +2,20 @@
 
 ``problems(fig)`` lists, in words, every finding of one drawn figure:
 
-- texts of one panel over another panel's texts or plotting area, or over a figure-level text (the title,
-  the provenance stamp, a figure legend);
-- tick labels of one axis over each other;
-- a legend or an annotation over the data of a panel (lines, markers, error bars, bars; reference lines
-  such as ``axhline`` are guides, not data);
-- an axis more than ``MAX_AXIS_SPAN`` times as long as what it shows (its data, with zero, or the whole scale
-  of a probability, a change of one or a percentage when the axis is set to it): no stretched linear axis, no
-  empty decades of a log axis;
-- a text outside the canvas, a canvas wider than its style's width, a plotting area under ``MIN_AXES_EM`` ems,
-  or a layout matplotlib could not make.
+- texts of one panel over another panel's texts or plotting area, or over a figure-level text or legend;
+  tick labels of one axis over each other; a text outside the canvas;
+- a legend or an annotation over the data of a panel (lines, markers, error bars, bars; guides drawn in axes
+  coordinates such as ``axhline`` are not data);
+- two entries of one legend drawn alike (colour, dash, marker, hatch), or an entry so pale it vanishes on white;
+- an axis more than ``MAX_AXIS_SPAN`` times as long as what it shows (its data, with zero, or the whole scale of a
+  probability or a percentage when the axis is set to it);
+- a canvas wider or taller than its medium (the style's text width and height, a slide's frame), a plotting area
+  under ``MIN_AXES_EM`` ems, or a layout matplotlib could not make.
 
 ``make nbval`` runs the notebooks with this module as ``figures.plotting``'s layout check
-(``BRORL_LAYOUT_CHECK=layout_check``, tests/ on ``PYTHONPATH``): every figure a notebook saves is checked, redrawn
-in every preset style, each finding fails its cell, and every result is appended to the file
-``BRORL_LAYOUT_REPORT`` names, which ``python tests/layout_check.py REPORT`` sums per style.
+(``BRORL_LAYOUT_CHECK=layout_check``, tests/ on ``PYTHONPATH``): every figure a notebook saves is checked as drawn
+and redrawn by its own function in every other preset; each finding fails its cell, and every result is appended
+to the file ``BRORL_LAYOUT_REPORT`` names, which ``python tests/layout_check.py REPORT`` sums per style.
 """
 
 from __future__ import annotations
@@ -30,29 +29,23 @@ from pathlib import Path
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.collections import PolyCollection
-from matplotlib.patches import Rectangle
+from matplotlib.collections import LineCollection, PathCollection, PolyCollection
+from matplotlib.colors import to_rgb
+from matplotlib.container import Container
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch, Rectangle
 from matplotlib.text import Annotation
 from matplotlib.transforms import Bbox
 
 from brorl_lib.core import precision
 from brorl_lib.figures import styles
-from brorl_lib.figures.layout import (
-    MIN_AXES_EM,
-    boxes_overlap,
-    covers_data,
-    drawn,
-    drawn_data,
-    extents,
-    shown_texts,
-    text_boxes,
-    ticks_crowded,
-)
-from brorl_lib.figures.plotting import fit_texts, stamp_provenance, style_of
+from brorl_lib.figures.plotting import stamp_provenance, style_of
 
 REPORT_ENV = "BRORL_LAYOUT_REPORT"  # a JSON-lines file the findings (and clean figures) are appended to
-_CANVAS_TOL_IN = 0.005  # a canvas may exceed its style's width by this much (rounding of pixel sizes)
+TOL_IN = 0.005  # a canvas may exceed its medium by this much (rounding of pixel sizes)
 MAX_AXIS_SPAN = 1.5  # an axis may be at most this many times as long as what it shows (our choice)
+MIN_AXES_EM = 4.0  # a plotting area under 4 ems in either direction has collapsed (our choice)
+MIN_CONTRAST = 1.6  # a legend entry's colour against white, WCAG's ratio: below it, a near-white line (our choice)
 WHOLE_SCALES = ((0.0, 1.0), (-1.0, 1.0), (0.0, 100.0))  # a linear axis may be set to these on purpose
 
 
@@ -63,209 +56,253 @@ class LayoutError(RuntimeError):
 def check(fig: mpl.figure.Figure, name: str, provenance: str, changed: dict | None, basis: str = "") -> None:
     """The check of a figure about to be saved (``figures.plotting.save_figure`` calls it): in the style in force
     and redrawn in every other preset, each result reported; ``LayoutError`` on any finding."""
-    style = style_of(fig)
-    findings = {style.label: problems(fig)}
+    findings = {style_of(fig).label: problems(fig)}
+    call = precision.call_of(fig)
     for other in styles.PRESETS.values():
         if other.label in findings:
             continue
-        again = redraw(fig, other)
-        if again is None:
+        if call is None:
             findings[other.label] = [f"cannot be redrawn in {other.label}: not drawn by a rounded_inputs function"]
             continue
+        with styles.using(other):
+            again = call[0](*call[1], **call[2])
         stamp_provenance(again, provenance, changed, basis)
-        fit_texts(again)
         findings[other.label] = problems(again, other)
         plt.close(again)
     for label, found in findings.items():
         report(name, label, found)
-    bad = {label: found for label, found in findings.items() if found}
+    bad = "; ".join(f"{label}: {', '.join(found)}" for label, found in findings.items() if found)
     if bad:
-        lines = "; ".join(f"{label}: {', '.join(found)}" for label, found in bad.items())
-        raise LayoutError(f"{name}: the layout check found: {lines}")
+        raise LayoutError(f"{name}: the layout check found: {bad}")
 
 
-def redraw(fig: mpl.figure.Figure, style: styles.FigureStyle) -> mpl.figure.Figure | None:
-    """``fig`` drawn again by the figure function that made it, from the same inputs, in ``style`` (None when a
-    function outside ``core.precision.rounded_inputs`` drew it)."""
-    call = precision.call_of(fig)
-    if call is None:
-        return None
-    plot, args, kwargs = call
-    with styles.using(style):
-        return plot(*args, **kwargs)
+# --- what is drawn where ---
+def drawn(fig: mpl.figure.Figure):
+    """Draw ``fig`` (laid out) and return its renderer; a figure closed by pyplot gets an Agg canvas again."""
+    if not hasattr(fig.canvas, "get_renderer"):
+        mpl.backends.backend_agg.FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    return fig.canvas.get_renderer()
 
 
-def _in_data(text) -> bool:
-    """Whether ``text`` is placed at a point in data coordinates (a value label, an annotated point)."""
-    if isinstance(text, Annotation):
-        return text.xycoords == "data"
-    return text.get_transform() == text.axes.transData
+def shown(texts) -> list:
+    return [t for t in texts if t.get_visible() and t.get_text().strip()]
 
 
-def _coords(boxes: list) -> np.ndarray:
-    return np.array([c for b in boxes for c in ((b.x0, b.y0), (b.x1, b.y1))]).reshape(-1, 2)
+def boxes(artists, renderer) -> list:
+    found = [a.get_window_extent(renderer) if renderer else a for a in artists]
+    return [b for b in found if b is not None and b.width > 0 and b.height > 0]
 
 
+def overlap(a, b, tol: float) -> bool:
+    return min(a.x1, b.x1) - max(a.x0, b.x0) > tol and min(a.y1, b.y1) - max(a.y0, b.y0) > tol
+
+
+def text_boxes(ax, renderer) -> list:
+    """Boxes of what ``ax`` writes around its plotting area: titles, each axis with its tick labels and label."""
+    titles = shown([ax.title, ax._left_title, ax._right_title])
+    axes = [axis.get_tightbbox(renderer) for axis in (ax.xaxis, ax.yaxis) if axis.get_visible()]
+    return boxes(titles, renderer) + boxes(axes, None)
+
+
+def ticks_crowded(axis, renderer, tol: float) -> bool:
+    view = sorted(axis.get_view_interval())
+    ticks = [t for t in axis.get_major_ticks() if view[0] - 1e-12 <= t.get_loc() <= view[1] + 1e-12]
+    found = boxes(shown([t.label1 for t in ticks] + [t.label2 for t in ticks]), renderer)
+    return any(overlap(p, q, tol) for k, p in enumerate(found) for q in found[k + 1 :])
+
+
+def _along(xy: np.ndarray, samples: int = 24) -> np.ndarray:
+    """Display points of a drawn polyline with ``samples`` points along each segment too."""
+    if len(xy) < 2:
+        return xy
+    s = np.linspace(0.0, 1.0, samples + 2)[:, None, None]
+    return (xy[:-1][None] * (1 - s) + xy[1:][None] * s).reshape(-1, 2)
+
+
+def data_points(ax) -> tuple[np.ndarray, list]:
+    """Display points of the data ``ax`` draws inside its plotting area (lines in data coordinates, markers,
+    error bars, ``fill_between`` bands) and the boxes of its bars; guides in axes coordinates are left out."""
+    points, bars = [np.empty((0, 2))], []
+    for line in ax.lines:
+        if line.get_visible() and line.get_transform() == ax.transData:
+            xy = ax.transData.transform(np.asarray(line.get_xydata(), dtype=float))
+            joined = line.get_linestyle() not in ("None", "none", "", " ") and line.get_linewidth() > 0
+            points.append(_along(xy) if joined else xy)
+    for coll in [c for c in ax.collections if c.get_visible()]:
+        if isinstance(coll, LineCollection) and coll.get_transform() == ax.transData:
+            points += [_along(ax.transData.transform(np.asarray(s, dtype=float))) for s in coll.get_segments()]
+        elif isinstance(coll, PathCollection) and len(coll.get_offsets()):
+            points.append(coll.get_offset_transform().transform(np.asarray(coll.get_offsets(), dtype=float)))
+        elif isinstance(coll, PolyCollection) and coll.get_transform() == ax.transData:
+            points += [ax.transData.transform(p.vertices) for p in coll.get_paths() if len(p.vertices)]
+    bars = [p.get_window_extent() for p in ax.patches if isinstance(p, Rectangle) and p.get_visible()]
+    bars = [b for b in bars if b.width > 0]  # a bar of height zero shows its category too
+    pts = np.concatenate([p for p in points if len(p)] or [np.empty((0, 2))])
+    area = ax.get_window_extent()
+    inside = (pts[:, 0] >= area.x0 - 1) & (pts[:, 0] <= area.x1 + 1) & (pts[:, 1] >= area.y0 - 1)
+    inside &= pts[:, 1] <= area.y1 + 1
+    return pts[np.isfinite(pts).all(axis=1) & inside], bars
+
+
+def covers(box: Bbox, data: tuple[np.ndarray, list], pad: float) -> bool:
+    inner = Bbox.from_extents(box.x0 + pad, box.y0 + pad, box.x1 - pad, box.y1 - pad)
+    if inner.width <= 0 or inner.height <= 0:
+        return False
+    p = data[0]
+    hit = (p[:, 0] > inner.x0) & (p[:, 0] < inner.x1) & (p[:, 1] > inner.y0) & (p[:, 1] < inner.y1)
+    return bool(hit.any()) or any(overlap(inner, b, 0.0) for b in data[1])
+
+
+# --- the findings ---
 def axis_spans(ax, renderer=None) -> list[str]:
     """Each axis of the drawn ``ax`` more than ``MAX_AXIS_SPAN`` times as long, on screen, as what it shows: its
-    data (lines, markers, error bars, bars, a bar of height zero too, ``fill_between`` bands) and the texts placed
-    at data points, inside its limits, with zero when the axis holds it, and its limits when they are one of
-    ``WHOLE_SCALES``; an axis with no data, or one value, is not judged."""
-    points, _ = drawn_data(ax)
-    bars = [p.get_window_extent(renderer) for p in ax.patches if isinstance(p, Rectangle) and p.get_visible()]
-    shown = [points, _coords(bars)]
-    for coll in ax.collections:
-        if isinstance(coll, PolyCollection) and coll.get_visible() and coll.get_transform() == ax.transData:
-            shown += [ax.transData.transform(path.vertices) for path in coll.get_paths() if len(path.vertices)]
-    data = np.concatenate(shown)
-    labels = _coords([t.get_window_extent(renderer) for t in shown_texts(ax.texts) if _in_data(t)])
-    area = ax.get_window_extent(renderer)
-    found = []
+    data and the texts at data points, inside its limits, with zero when the axis holds it and its limits when they
+    are one of ``WHOLE_SCALES``; an axis with no data, or one value, is not judged."""
+    points, bars = data_points(ax)
+    at_data = [t for t in shown(ax.texts) if (t.xycoords if isinstance(t, Annotation) else None) == "data"]
+    at_data += [t for t in shown(ax.texts) if not isinstance(t, Annotation) and t.get_transform() == ax.transData]
+    corners = [c for b in bars + boxes(at_data, renderer) for c in ((b.x0, b.y0), (b.x1, b.y1))]
+    data = np.r_[points, np.reshape(corners, (-1, 2))]
+    area, found = ax.get_window_extent(renderer), []
     for k, which, axis in ((0, "x", ax.xaxis), (1, "y", ax.yaxis)):
         low, high = (area.x0, area.x1) if k == 0 else (area.y0, area.y1)
-        values = np.r_[data[:, k], labels[:, k]]
-        inside = np.clip(values[(values >= low - 1) & (values <= high + 1)], low, high)  # NaN drops out
-        if not len(data) or inside.size == 0 or np.ptp(inside) < 1:
+        values = np.clip(data[(data[:, k] >= low - 1) & (data[:, k] <= high + 1), k], low, high)
+        if values.size == 0 or np.ptp(values) < 1:
             continue
         if axis.get_scale() == "linear":
             limits = sorted(ax.get_xlim() if k == 0 else ax.get_ylim())
-            refs = [0.0] if limits[0] <= 0 <= limits[1] else []
-            refs += limits if any(np.allclose(limits, whole) for whole in WHOLE_SCALES) else []
-            other = (ax.get_ylim() if k == 0 else ax.get_xlim())[0]  # any value on the other axis
-            pairs = [(r, other) if k == 0 else (other, r) for r in refs]
-            if pairs:
-                base = ax.transData.transform(pairs)[:, k]
-                inside = np.r_[inside, base[(base >= low - 1) & (base <= high + 1)]]
-        span = (high - low) / max(np.ptp(inside), 1e-9)
+            refs = ([0.0] if limits[0] <= 0 <= limits[1] else []) + (
+                limits if any(np.allclose(limits, whole) for whole in WHOLE_SCALES) else []
+            )
+            other = (ax.get_ylim() if k == 0 else ax.get_xlim())[0]
+            if refs:
+                base = ax.transData.transform([(r, other) if k == 0 else (other, r) for r in refs])[:, k]
+                values = np.r_[values, base[(base >= low - 1) & (base <= high + 1)]]
+        span = (high - low) / max(np.ptp(values), 1e-9)
         if span > MAX_AXIS_SPAN:
             found.append(f"the {which} axis spans {span:.1f} times what it shows")
     return found
 
 
-def _figure_texts(fig) -> list:
-    """The figure's own texts (its title is one of them)."""
-    return shown_texts(fig.texts)
+def _rgb(colour) -> tuple | None:
+    if colour is None or isinstance(colour, str) and colour.lower() == "none":
+        return None
+    return tuple(np.round(to_rgb(colour), 2))
 
 
-def _style_width_problem(fig, style) -> list[str]:
-    width = fig.get_size_inches()[0]
-    widths = (style.column_in, style.full_in)
-    if all(width > w + _CANVAS_TOL_IN for w in widths) or width > max(widths) + _CANVAS_TOL_IN:
-        return [f"canvas {width:.2f} in wide: wider than the style's {max(widths):g} in"]
-    return []
+def _look(handle) -> tuple:
+    """How a legend entry is drawn: colour, dash, marker and its fill, hatch; rounded as the eye tells them."""
+    if isinstance(handle, Container):
+        handle = next((h for h in handle.get_children() if isinstance(h, (Line2D, Patch))), handle)
+    if isinstance(handle, Line2D):
+        joined = handle.get_linestyle() not in ("None", "none", "", " ") and handle.get_linewidth() > 0
+        dash = str(getattr(handle, "_unscaled_dash_pattern", handle.get_linestyle())) if joined else ""
+        marker = "" if handle.get_marker() in (None, "None", "none", "") else str(handle.get_marker())
+        return ("line", _rgb(handle.get_color()), dash, marker, _rgb(handle.get_markerfacecolor()) if marker else None)
+    if isinstance(handle, Patch):
+        return ("patch", _rgb(handle.get_facecolor()), handle.get_hatch() or "", _rgb(handle.get_edgecolor()))
+    if isinstance(handle, PathCollection) and len(handle.get_facecolor()):
+        return ("points", _rgb(handle.get_facecolor()[0]), str(handle.get_paths()[0].vertices.shape))
+    return (type(handle).__name__, id(handle))
+
+
+def _contrast(rgb) -> float:
+    lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+    return 1.05 / (0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2] + 0.05)
+
+
+def legend_problems(legend, where: str) -> list[str]:
+    """Two entries of ``legend`` drawn alike; an entry too pale on white."""
+    labels = [t.get_text() for t in legend.get_texts()]
+    looks = [_look(h) for h in legend.legend_handles]
+    found = [f"{where}: legend entries {labels[i]!r} and {labels[j]!r} look alike"
+             for i in range(len(looks)) for j in range(i + 1, len(looks)) if looks[i] == looks[j]]  # fmt: skip
+    found += [f"{where}: legend entry {label!r} is too pale on white" for label, look in zip(labels, looks)
+              if look[0] in ("line", "points") and look[1] and _contrast(look[1]) < MIN_CONTRAST]  # fmt: skip
+    return found
 
 
 def problems(fig: mpl.figure.Figure, style=None) -> list[str]:
     """Every finding of the drawn ``fig`` (see the module's doc), in words; empty when it reads well.
-    ``style`` (a ``figures.styles.FigureStyle``) gives the em and the widths: default, the style it was drawn in."""
+    ``style`` gives the em and the medium: default, the style it was drawn in."""
     style = style or styles.drawn_in(fig)
-    found = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        renderer = drawn(fig, quiet=False)
-    found += [f"layout: {w.message}" for w in caught if "layout" in str(w.message).lower()]
-    em_px = style.font_pt / 72 * fig.dpi
-    tol = 0.5 / 72 * fig.dpi  # half a point
+        renderer = drawn(fig)
+    found = [f"layout: {w.message}" for w in caught if "layout" in str(w.message).lower()]
+    em, tol = style.font_pt / 72 * fig.dpi, 0.5 / 72 * fig.dpi  # tol: half a point
     main = [ax for ax in fig.axes if ax.get_visible() and not hasattr(ax, "_colorbar")]
-    names = {ax: (ax.get_title(loc="left") or ax.get_title() or f"panel {i + 1}") for i, ax in enumerate(main)}
-    areas = {ax: ax.get_window_extent(renderer) for ax in main}
-    boxes = {ax: text_boxes(ax, renderer) for ax in main}
+    name = {ax: ax.get_title(loc="left") or ax.get_title() or f"panel {i + 1}" for i, ax in enumerate(main)}
+    area = {ax: ax.get_window_extent(renderer) for ax in main}
+    texts = {ax: text_boxes(ax, renderer) for ax in main}
+    data = {ax: data_points(ax) for ax in main}
     for ax in main:
-        box = areas[ax]
-        if box.width < MIN_AXES_EM * em_px or box.height < MIN_AXES_EM * em_px:
-            found.append(
-                f"{names[ax]!r}: plotting area {box.width / fig.dpi:.2f} x {box.height / fig.dpi:.2f} in is too small"
-            )
-    for i, a in enumerate(main):
-        for b in main[i + 1 :]:
-            if boxes_overlap(areas[a], areas[b], tol):
-                continue  # twin or inset axes: one panel drawn over another on purpose
-            clash = any(boxes_overlap(t, u, tol) for t in boxes[a] for u in boxes[b])
-            clash |= any(boxes_overlap(t, areas[b], tol) for t in boxes[a])
-            clash |= any(boxes_overlap(u, areas[a], tol) for u in boxes[b])
-            if clash:
-                found.append(f"texts of {names[a]!r} and {names[b]!r} overlap")
-    for ax in main:
-        for axis, which in ((ax.xaxis, "x"), (ax.yaxis, "y")):
-            if ticks_crowded(axis, renderer, tol):
-                found.append(f"{names[ax]!r}: {which} tick labels overlap each other")
-    found += _over_data(fig, main, names, renderer, tol)
-    found += [f"{names[ax]!r}: {p}" for ax in main for p in axis_spans(ax, renderer)]
-    found += _figure_level(fig, main, names, boxes, areas, renderer, tol)
-    found += _style_width_problem(fig, style)
-    return found
-
-
-def _over_data(fig, main, names, renderer, tol) -> list[str]:
-    """Legends and annotations over a panel's data."""
-    found = []
-    data = {ax: drawn_data(ax) for ax in main}
-    texts = {ax: text_boxes(ax, renderer) + extents(shown_texts(ax.texts), renderer) for ax in main}
-    for ax in main:
+        if min(area[ax].width, area[ax].height) < MIN_AXES_EM * em:
+            found.append(f"{name[ax]!r}: plotting area {area[ax].width / fig.dpi:.2f} x "
+                         f"{area[ax].height / fig.dpi:.2f} in is too small")  # fmt: skip
+        found += [f"{name[ax]!r}: {p}" for p in axis_spans(ax, renderer)]
+        notes = [(f"the annotation {t.get_text()[:40]!r}", t.get_window_extent(renderer)) for t in shown(ax.texts)]
         legend = ax.get_legend()
         if legend is not None and legend.get_visible():
-            box = legend.get_window_extent(renderer)
-            if covers_data(box, *data[ax], tol):
-                found.append(f"{names[ax]!r}: the legend covers data")
-            if any(boxes_overlap(box, t, tol) for other in main for t in texts[other]):
-                found.append(f"{names[ax]!r}: the legend covers a text")
-            if any(boxes_overlap(box, other.get_window_extent(renderer), tol) for other in main if other is not ax):
-                found.append(f"{names[ax]!r}: the legend runs onto another panel")
-        for text in shown_texts(ax.texts):
-            box = text.get_window_extent(renderer)
-            if covers_data(box, *data[ax], tol):
-                found.append(f"{names[ax]!r}: the annotation {text.get_text()[:40]!r} covers data")
-    for legend in fig.legends:
-        box = legend.get_window_extent(renderer)
-        for ax in main:
-            if covers_data(box, *data[ax], tol):
-                found.append(f"the figure legend covers data of {names[ax]!r}")
-    return found
-
-
-def _figure_level(fig, main, names, boxes, areas, renderer, tol) -> list[str]:
-    """Figure-level texts (title, stamp) and legends against the panels; every text inside the canvas."""
-    found = []
-    canvas = fig.bbox
-    top = [(f"the figure text {t.get_text()[:40]!r}", t.get_window_extent(renderer)) for t in _figure_texts(fig)]
+            notes.append(("the legend", legend.get_window_extent(renderer)))
+            found += legend_problems(legend, repr(name[ax]))
+        for what, box in notes:
+            if covers(box, data[ax], tol):
+                found.append(f"{name[ax]!r}: {what} covers data")
+            if what == "the legend" and any(overlap(box, t, tol) for o in main for t in texts[o]):
+                found.append(f"{name[ax]!r}: the legend covers a text")
+    for ax in [a for a in fig.axes if a.get_visible()]:  # colour bars too
+        where = name.get(ax, "a colour bar")
+        found += [f"{where!r}: {w} tick labels overlap" for w, a in (("x", ax.xaxis), ("y", ax.yaxis))
+                  if ticks_crowded(a, renderer, tol)]  # fmt: skip
+    for i, a in enumerate(main):
+        for b in main[i + 1 :]:
+            if overlap(area[a], area[b], tol):
+                continue  # twin or inset axes: one panel drawn over another on purpose
+            if any(overlap(t, u, tol) for t in texts[a] + [area[a]] for u in texts[b] + [area[b]]):
+                found.append(f"texts of {name[a]!r} and {name[b]!r} overlap")
+    top = [(f"the figure text {t.get_text()[:40]!r}", t.get_window_extent(renderer)) for t in shown(fig.texts)]
     top += [("the figure legend", lg.get_window_extent(renderer)) for lg in fig.legends]
-    for what, box in top:
-        for ax in main:
-            if any(boxes_overlap(box, t, tol) for t in boxes[ax]) or boxes_overlap(box, areas[ax], tol):
-                found.append(f"{what} overlaps {names[ax]!r}")
+    for legend in fig.legends:
+        found += legend_problems(legend, "the figure legend")
     for k, (what, box) in enumerate(top):
-        for other, box2 in top[k + 1 :]:
-            if boxes_overlap(box, box2, tol):
-                found.append(f"{what} overlaps {other}")
-    every = [b for ax in main for b in boxes[ax]] + [box for _, box in top]
+        found += [f"{what} overlaps {name[ax]!r}" for ax in main
+                  if overlap(box, area[ax], tol) or any(overlap(box, t, tol) for t in texts[ax])]  # fmt: skip
+        found += [f"the figure legend covers data of {name[ax]!r}" for ax in main
+                  if what == "the figure legend" and covers(box, data[ax], tol)]  # fmt: skip
+        found += [f"{what} overlaps {other}" for other, box2 in top[k + 1 :] if overlap(box, box2, tol)]
+    every = [b for ax in main for b in texts[ax]] + [box for _, box in top]
     every += [ax.get_legend().get_window_extent(renderer) for ax in main if ax.get_legend() is not None]
-    inside = Bbox.from_extents(canvas.x0 - tol, canvas.y0 - tol, canvas.x1 + tol, canvas.y1 + tol)
-    if any(not (inside.contains(b.x0, b.y0) and inside.contains(b.x1, b.y1)) for b in every):
+    c = fig.bbox
+    if any(b.x0 < c.x0 - tol or b.y0 < c.y0 - tol or b.x1 > c.x1 + tol or b.y1 > c.y1 + tol for b in every):
         found.append("a text runs off the canvas")
+    width, height = fig.get_size_inches()
+    if width > style.full_in + TOL_IN or height > style.height_in + TOL_IN:
+        found.append(f"canvas {width:.2f} x {height:.2f} in: larger than the medium's {style.full_in:.2f} x "
+                     f"{style.height_in:.2f} in")  # fmt: skip
     return found
 
 
+# --- the report ---
 def report(name: str, style_label: str, found: list[str]) -> None:
     """Append one figure's findings in one style to the report file, when the run names one."""
     path = os.environ.get(REPORT_ENV, "").strip()
-    if not path:
-        return
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as out:
-        out.write(json.dumps({"figure": name, "style": style_label, "problems": found}) + "\n")
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(json.dumps({"figure": name, "style": style_label, "problems": found}) + "\n")
 
 
 def summary(path: Path) -> tuple[dict[str, tuple[int, int]], list[str]]:
     """From a report file: style -> (figures checked, findings), and each finding as a line."""
-    counts: dict[str, list[int]] = {}
+    counts: dict[str, tuple[int, int]] = {}
     lines = []
-    for raw in Path(path).read_text(encoding="utf-8").splitlines():
-        row = json.loads(raw)
-        c = counts.setdefault(row["style"], [0, 0])
-        c[0] += 1
-        c[1] += len(row["problems"])
+    for row in map(json.loads, Path(path).read_text(encoding="utf-8").splitlines()):
+        checked, found = counts.get(row["style"], (0, 0))
+        counts[row["style"]] = (checked + 1, found + len(row["problems"]))
         lines += [f"{row['figure']} ({row['style']}): {p}" for p in row["problems"]]
-    return {k: (v[0], v[1]) for k, v in counts.items()}, lines
+    return counts, lines
 
 
 def main(argv: list[str]) -> int:

@@ -18,7 +18,7 @@ from brorl_lib.core import atomic, variants
 from brorl_lib.core.artifacts import check_artifact, class_text
 from brorl_lib.core.paths import BUILD_DIR, FIGURES_DIR, REPO_ROOT
 from brorl_lib.figures import styles
-from brorl_lib.figures.plotting import fit_texts, stamp_provenance, style_of, write_figure
+from brorl_lib.figures.plotting import stamp_provenance, style_of, write_figure
 
 DEFAULT_VIEWS_DIR = BUILD_DIR / "views"
 
@@ -81,7 +81,6 @@ def save_view(
     full_caption = f"{caption.strip()} [{said}]".strip()
     stamp_provenance(fig, provenance, changed, basis)
     style = style_of(fig)
-    fit_texts(fig)
     extra = {
         "pdf": {"Subject": full_caption, "Keywords": params_text},
         "png": {"Description": full_caption, "Comment": params_text},

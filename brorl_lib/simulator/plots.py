@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FixedLocator, FuncFormatter
 
 from brorl_lib.core.precision import rounded_inputs
 from brorl_lib.facts import setup
 from brorl_lib.figures import palette
-from brorl_lib.figures.plotting import new_figure, pt
+from brorl_lib.figures.plotting import new_figure, panels_across, pt
 
-PANELS = (
-    ("correct_mass", "Correct prob. mass vs steps", "Probability mass"),
-    ("pct_improved", "Improvements vs steps", "% improved"),
-    ("worst_drop", "Worst drop vs steps", r"Worst $\Delta$(prob.)"),
+PANELS = (  # Figure 3's panels: column, title (the paper's, shortened), y label
+    ("correct_mass", "Correct prob. mass", "Probability mass"),
+    ("pct_improved", "Improvements (%)", "% of correct tokens improved"),
+    ("worst_drop", "Worst drop", r"Worst $\Delta$(prob.)"),
 )
 
 
@@ -32,7 +33,7 @@ def scaled_axis(ax: plt.Axes, values: pd.Series, label: str) -> None:
         ax.set_ylabel(label)
         return
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 10.0**power:g}".replace("-", "\u2212")))
-    ax.set_ylabel(f"{label} ($\\times 10^{{{power}}}$)")
+    ax.set_ylabel(f"{label} ($\\times 10^{{{power}}}$)".strip())
 
 
 def paper_scale(ax: plt.Axes, lowest: float) -> None:
@@ -58,12 +59,16 @@ def _log_or_symlog(set_scale, values: pd.Series) -> None:
         return
     nonzero = np.abs(values[values != 0])
     set_scale("symlog", linthresh=float(np.percentile(nonzero, 5)) if len(nonzero) else 1.0, linscale=1.0)
+    axis = set_scale.__self__.yaxis if set_scale.__name__ == "set_yscale" else set_scale.__self__.xaxis
+    top = 10.0 ** np.floor(np.log10(nonzero.max())) if len(nonzero) else 1.0
+    axis.set_major_locator(FixedLocator([-top, 0.0, top]))  # the top decade either side and zero: labels apart
 
 
 @rounded_inputs
 def figure3(runs: pd.DataFrame) -> plt.Figure:
     """Figure 3: three panels, one line per N (mean over seeds) with a min-max band."""
-    fig, axes = new_figure("full", aspect=0.3, ncols=3)
+    beside = panels_across() >= 3  # room for y labels and the legend beside the panels; else titles say it all
+    fig, axes = new_figure("full", aspect=0.3 if beside else 0.42, ncols=3)
     colours = _colours(runs["N"].unique())
     seeds = runs["seed"].nunique()
     for ax, (col, title, ylabel) in zip(axes, PANELS):
@@ -73,14 +78,16 @@ def figure3(runs: pd.DataFrame) -> plt.Figure:
             if seeds > 1:
                 ax.fill_between(g["step"], g["min"], g["max"], color=colours[n], alpha=0.2, lw=0)
         ax.set_title(title, loc="left")
-        ax.set_xlabel("Steps")
-        ax.set_ylabel(ylabel)
-    scaled_axis(axes[2], runs["worst_drop"], PANELS[2][2])
+        ax.set_ylabel(ylabel if beside else "")
+    scaled_axis(axes[2], runs["worst_drop"], PANELS[2][2] if beside else "")
     paper_scale(axes[2], float(runs["worst_drop"].min()))
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, title="N", fontsize=pt(6), loc="outside right center")
-    spread = f"mean over n={seeds} seeds; band: min to max" if seeds > 1 else "n=1 seed"
-    fig.suptitle(spread, fontsize=pt(7), x=0.99, ha="right")
+    if beside:
+        fig.legend(handles, labels, title="N", fontsize=pt(6), loc="outside right center")
+    else:
+        fig.legend(handles, [f"N={n}" for n in labels], fontsize=pt(6), loc="outside upper center", ncols=len(labels))
+    spread = f"mean over n={seeds} seeds, band: min to max" if seeds > 1 else "n=1 seed"
+    fig.supxlabel(f"Steps ({spread})", fontsize=mpl.rcParams["axes.labelsize"])
     return fig
 
 
@@ -88,12 +95,12 @@ def figure3(runs: pd.DataFrame) -> plt.Figure:
 def n_sweep(summary: pd.DataFrame, paper_ns) -> plt.Figure:
     """Final metrics against N (log scale), with the spread over seeds; dotted: the paper's N."""
     fig, axes = new_figure("full", aspect=0.3, ncols=3)
-    specs = (
-        ("correct_mass", "final correct mass"),
-        ("pct_improved", "% correct tokens improved"),
-        ("worst_drop_over_run", r"worst $\Delta$(prob.) over the run"),
+    specs = (  # column, title, y label
+        ("correct_mass", "Final correct mass", "Probability mass"),
+        ("pct_improved", "Tokens improved", "% of correct tokens"),
+        ("worst_drop_over_run", "Worst drop", r"$\Delta$(prob.)"),
     )
-    for ax, (col, label) in zip(axes, specs):
+    for ax, (col, title, label) in zip(axes, specs):
         err = np.vstack(
             [summary[f"{col}_mean"] - summary[f"{col}_min"], summary[f"{col}_max"] - summary[f"{col}_mean"]]
         )
@@ -102,50 +109,58 @@ def n_sweep(summary: pd.DataFrame, paper_ns) -> plt.Figure:
             mean, bar = summary[f"{col}_mean"].iloc[i], err[:, i : i + 1]
             ax.errorbar(n, mean, yerr=bar, fmt="o", ms=3, color=palette.n_colour(n), capsize=2)
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("rollouts N")
+        ax.set_title(title, loc="left")
         ax.set_ylabel(label)
         for n in paper_ns:
             ax.axvline(n, color=palette.RULE, lw=0.5, ls=":")
     axes[2].axhline(0, color=palette.INK, lw=0.6)
-    scaled_axis(axes[2], summary["worst_drop_over_run_min"], specs[2][1])
+    scaled_axis(axes[2], summary["worst_drop_over_run_min"], specs[2][2])
     seeds = int(summary["seeds"].min()) if "seeds" in summary else None
-    if seeds:
-        fig.suptitle(f"mean over n={seeds} seeds; bars: min to max", fontsize=pt(7), x=0.99, ha="right")
+    spread = (
+        (";" + (" " if panels_across() >= 3 else "\n") + f"mean over n={seeds} seeds, bars: min to max")
+        if seeds
+        else ""
+    )
+    fig.supxlabel(f"Rollouts N (dotted: the paper's N){spread}", fontsize=mpl.rcParams["axes.labelsize"])
     return fig
 
 
 @rounded_inputs
 def theorem1_per_step(runs: pd.DataFrame, agreement: pd.DataFrame) -> plt.Figure:
-    """Measured dQ_pos against Theorem 1's prediction for the same batch, per update rule."""
+    """Measured dQ_pos against Theorem 1's prediction for the same batch, per update rule; right: the share of
+    steps with dQ_pos < 0, measured under the paper's rule (bars) and predicted by Theorem 1 (markers)."""
     fig, axes = new_figure("full", aspect=0.34, ncols=3)
     colours = _colours(runs["N"].unique())
     for ax, rule in zip(axes[:2], ("theorem", "paper")):
         g = runs[runs["update_rule"] == rule]
         for n, h in g.groupby("N"):
-            ax.scatter(
-                h["delta_q_theorem"], h["delta_q_measured"], s=4, color=colours[n], label=f"N={n}", alpha=0.7, lw=0
-            )
+            ax.scatter(h["delta_q_theorem"], h["delta_q_measured"], s=4, color=colours[n], label=f"N={n}", alpha=0.7,
+                       lw=0)  # fmt: skip
         _log_or_symlog(ax.set_xscale, g["delta_q_theorem"])
         _log_or_symlog(ax.set_yscale, g["delta_q_measured"])
-        ax.set_xlabel(r"Theorem 1 prediction of $\Delta Q_{pos}$")
-        ax.set_ylabel(r"measured $\Delta Q_{pos}$")
-        ax.set_title(
-            "plain gradient step (Theorem 1's rule)" if rule == "theorem" else "paper's rule (centred, AdamW)",
-            loc="left",
-        )
-    axes[0].legend(fontsize=pt(6), markerscale=2)
+        ax.set_title("Plain gradient step" if rule == "theorem" else "Paper's rule (AdamW)", loc="left")
+    axes[0].set_ylabel(r"Measured $\Delta Q_{pos}$")
+    for ax in axes[:2]:
+        ax.set_xlabel(r"Theorem 1's $\Delta Q_{pos}$")
     paper = agreement[agreement["update_rule"] == "paper"]
     no_wd = agreement[agreement["update_rule"] == "paper, no weight decay"]
     x = np.arange(len(paper))
-    bars = (
-        (-0.27, paper["measured_negative_pct"], palette.series(1), "measured, paper's rule"),
-        (0.0, no_wd["measured_negative_pct"], palette.tint(palette.series(1), 0.55), "measured, no weight decay"),
-        (0.27, paper["predicted_negative_pct"], palette.INK, "Theorem 1"),
-    )
-    for shift, values, colour, label in bars:
-        axes[2].bar(x + shift, values, width=0.27, color=colour, label=label)
+    axes[2].bar(x - 0.18, paper["measured_negative_pct"], width=0.36, color=palette.series(1), label="paper's rule")
+    axes[2].bar(x + 0.18, no_wd["measured_negative_pct"], width=0.36, color=palette.tint(palette.series(1), 0.55),
+                label="no weight decay")  # fmt: skip
+    axes[2].plot(x, paper["predicted_negative_pct"], "D", ms=3, color=palette.INK, label="Theorem 1")
     axes[2].set_xticks(x, [str(n) for n in paper["N"]])
-    axes[2].set_xlabel("rollouts N")
-    axes[2].set_ylabel(r"% of steps with $\Delta Q_{pos} < 0$")
-    axes[2].legend(fontsize=pt(6))
+    axes[2].set_xlabel("Rollouts N")
+    axes[2].set_title(r"$\Delta Q_{pos} < 0$", loc="left")
+    axes[2].set_ylabel("% of steps")
+    axes[2].set_ylim(-4, 104)  # a percentage axis; the markers at 0 drawn whole
+    handles, labels = [sum(pair, []) for pair in zip(*(ax.get_legend_handles_labels() for ax in (axes[0], axes[2])))]
+    fig.legend(
+        handles,
+        labels,
+        fontsize=pt(6),
+        markerscale=1.5,
+        loc="outside upper left",
+        ncols=7 if panels_across() >= 3 else 4,
+    )
     return fig

@@ -10,8 +10,8 @@ from matplotlib.patches import Patch
 
 from brorl_lib.core.precision import rounded_inputs
 from brorl_lib.facts import setup as paper_setup
-from brorl_lib.figures import palette
-from brorl_lib.figures.plotting import new_canvas, new_figure, panel_columns, pt
+from brorl_lib.figures import palette, styles
+from brorl_lib.figures.plotting import height, new_canvas, new_figure, panels_across, pt
 
 CLASS_ORDER = ("sampled correct", "sampled incorrect", "unsampled correct", "unsampled incorrect")
 CLASS_COLOURS = dict(zip(CLASS_ORDER, (palette.GOOD, palette.BAD, palette.GOOD, palette.BAD)))  # hatched: unsampled
@@ -29,14 +29,14 @@ RESOLVED_GAP = 1e-10  # step-size study: gaps drawn from 1e-10 of the change up 
 def figure2(tokens: pd.DataFrame, terms: pd.DataFrame, eta: float, n: int) -> plt.Figure:
     """Figure 2 from a concrete batch: tokens by class, their first-order change, and the three terms (beside
     them, or below them where the style's width has no room for two columns)."""
-    if panel_columns("full", 2) == 2:
-        fig = new_canvas("full", 3.0)
+    if panels_across("full") >= 2:
+        fig = new_canvas("full", height("full", 0.47))
         grid = fig.add_gridspec(2, 2, width_ratios=(2.3, 1.0), height_ratios=(1.4, 1.0))
         ax_p = fig.add_subplot(grid[0, 0])
         ax_dp = fig.add_subplot(grid[1, 0], sharex=ax_p)
         ax_t = fig.add_subplot(grid[:, 1])
     else:  # stacked: the terms below the batch
-        fig = new_canvas("full", 8.0)
+        fig = new_canvas("full", min(8.0, styles.active().height_in))
         grid = fig.add_gridspec(3, 1, height_ratios=(1.4, 1.0, 1.3))
         ax_p = fig.add_subplot(grid[0])
         ax_dp = fig.add_subplot(grid[1], sharex=ax_p)
@@ -73,7 +73,7 @@ def figure2(tokens: pd.DataFrame, terms: pd.DataFrame, eta: float, n: int) -> pl
         )
         for c in CLASS_ORDER
     ]
-    ax_p.legend(handles=handles, loc="upper right", fontsize=pt(6))
+    fig.legend(handles=handles, loc="outside upper left", ncols=4 if panels_across() >= 3 else 2, fontsize=pt(6))
     vals = terms.set_index("term")["value"] * scale
     names = list(TERM_LABELS)
     y = np.arange(len(names))[::-1]
@@ -86,7 +86,7 @@ def figure2(tokens: pd.DataFrame, terms: pd.DataFrame, eta: float, n: int) -> pl
     )
     ax_t.axvline(0, color=palette.INK, lw=0.6)
     ax_t.set_yticks(y, [TERM_LABELS[k] for k in names], fontsize=pt(6))
-    ax_t.set_xlabel(r"contribution to $\Delta Q_{pos}$, $\times N/\eta$")
+    ax_t.set_xlabel(r"Term $\times N/\eta$")
     for yi, k in zip(y, names):
         ax_t.annotate(
             f"{vals[k]:+.2e}",
@@ -100,8 +100,8 @@ def figure2(tokens: pd.DataFrame, terms: pd.DataFrame, eta: float, n: int) -> pl
     lo, hi = min(0.0, *(vals[k] for k in names)), max(0.0, *(vals[k] for k in names))
     ax_t.set_xlim(lo - 0.05 * (hi - lo), hi + 0.45 * (hi - lo))  # room on the right for the values beside the bars
     ax_t.grid(False)
-    ax_p.set_title(f"One sampled batch (V={len(tokens)}, N={n}); hatched: unsampled", loc="left")
-    ax_t.set_title("Theorem 1 terms", loc="left")
+    ax_p.set_title(f"A sampled batch (V={len(tokens)}, N={n})", loc="left")
+    ax_t.set_title("Theorem 1's terms" if panels_across() >= 3 else "Terms", loc="left")
     return fig
 
 
@@ -113,12 +113,13 @@ def theorem1_check(checks: pd.DataFrame, study: pd.DataFrame) -> plt.Figure:
     bins = np.linspace(-11, 0, 34)
     for col, label, colour in (
         ("rel_err_first_order", "vs first-order change", palette.series(0)),
-        ("rel_err_exact", r"vs exact softmax change ($\eta$ as set)", palette.series(1)),
+        ("rel_err_exact", "vs exact softmax change", palette.series(1)),
     ):
         ax_h.hist(np.log10(checks[col].clip(lower=10**-10.8)), bins=bins, color=colour, alpha=0.75, label=label)
-    ax_h.set_xlabel(r"$\log_{10}$ relative error (below $-10$: round-off)")
-    ax_h.set_ylabel("instances")
-    ax_h.legend(loc="upper left")
+    ax_h.set_xlabel(r"$\log_{10}$ relative error ($<-10$: round-off)")
+    ax_h.set_ylabel("Instances")
+    ax_h.set_title("Random instances", loc="left")
+    ax_h.legend(loc="upper right")
     ref = None
     for i, (family, g) in enumerate(study.groupby("family")):
         g = g[g["rel_gap"] >= RESOLVED_GAP]
@@ -129,9 +130,10 @@ def theorem1_check(checks: pd.DataFrame, study: pd.DataFrame) -> plt.Figure:
             ref = (etas, 3 * gap.iloc[0] * (etas / g["eta"].iloc[0]) ** 2)
     if ref is not None:
         ax_s.loglog(*ref, ":", color="0.3", label=r"slope 2 ($\propto\eta^2$)")
-    ax_s.set_xlabel(r"step size $\eta$")
-    ax_s.set_ylabel(r"|exact $-$ Theorem 1| (resolved from round-off)")
-    ax_s.legend()
+    ax_s.set_xlabel(r"Step size $\eta$")
+    ax_s.set_ylabel(r"|exact $-$ Theorem 1|")
+    ax_s.set_title("Gap against the step size", loc="left")
+    fig.legend(*ax_s.get_legend_handles_labels(), loc="outside upper right", ncols=3, fontsize=pt(6))
     return fig
 
 
@@ -141,15 +143,17 @@ def lemma2_corollary3(lemma: pd.DataFrame, curves: pd.DataFrame) -> plt.Figure:
     fig, (ax_l, ax_c) = new_figure("full", aspect=0.34, ncols=2)
     for i, (p, g) in enumerate(lemma.groupby("p")):
         err = np.vstack([g["estimate"] - g["ci_low"], g["ci_high"] - g["estimate"]])
-        label = f"Monte Carlo, p={p:g}"
-        ax_l.errorbar(g["n"], g["estimate"], yerr=err, fmt="o", ms=3, color=palette.series(i), label=label)
+        ax_l.errorbar(g["n"], g["estimate"], yerr=err, fmt="o", ms=3, color=palette.series(i))
+        first = g.sort_values("n").iloc[0]  # each curve labelled below its flat start
+        ax_l.annotate(f"p = {p:g}", (first["n"], first["estimate"]), xytext=(0, -5), textcoords="offset points",
+                      ha="left", va="top", fontsize=pt(6), color=palette.series(i))  # fmt: skip
         n_fine = np.geomspace(1, g["n"].max(), 200)
         ax_l.plot(n_fine, p * p * (1 - p) ** n_fine, "-", color=palette.series(i), lw=0.9)
     ax_l.set_xscale("log")
     ax_l.set_yscale("log")
-    ax_l.set_xlabel("rollouts N")
-    ax_l.set_ylabel(r"$E[U_2(p)]$; lines: $p^2(1-p)^N$")
-    ax_l.legend(fontsize=pt(6))
+    ax_l.set_xlabel("Rollouts N")
+    ax_l.set_ylabel(r"$E[U_2(p)]$")
+    ax_l.set_title("Lemma 2 (lines: $p^2(1-p)^N$)", loc="left")
     styles = {"all tokens": "-", "correct (U_pos,2)": "-", "incorrect (U_neg,2)": "--"}
     for i, ((dist, tokens), g) in enumerate(curves.groupby(["distribution", "tokens"], sort=False)):
         ax_c.loglog(
@@ -157,15 +161,15 @@ def lemma2_corollary3(lemma: pd.DataFrame, curves: pd.DataFrame) -> plt.Figure:
             g["expected_u2"].clip(lower=1e-30),
             styles[tokens],
             color=palette.series(min(i, 2)),
-            label=f"{dist}: {tokens}",
+            label=dist if tokens == "all tokens" else f"{dist}, {tokens.split(' (')[0]}",
         )
     for n in paper_setup.SIM_ROLLOUT_SIZES:
         ax_c.axvline(n, color=palette.RULE, lw=0.5, ls=":")
     ax_c.set_ylim(1e-16, None)
-    ax_c.set_xlabel("rollouts N (dotted: Figure 3's N)")
+    ax_c.set_xlabel("Rollouts N (dotted: Figure 3)")
     ax_c.set_ylabel(r"$\sum_i p_i^2(1-p_i)^N$")
-    ax_c.set_title("V = 128,000", loc="left")
-    ax_c.legend(fontsize=pt(6))
+    ax_c.set_title("Corollary 3, V = 128,000", loc="left")
+    ax_c.legend(fontsize=pt(6), loc="lower left")
     return fig
 
 
@@ -173,7 +177,8 @@ def lemma2_corollary3(lemma: pd.DataFrame, curves: pd.DataFrame) -> plt.Figure:
 def sign_map(grid: pd.DataFrame, points: pd.DataFrame) -> plt.Figure:
     """(N/eta) Delta Q_pos over (S_R, U_pos,2 - U_neg,2); black line: Delta Q_pos = 0."""
     ns = sorted(grid["n_rollouts"].unique())
-    fig, axes = new_figure("full", aspect=0.32, ncols=len(ns))
+    wide = panels_across() >= 3  # room for a colour bar beside each panel; else under it
+    fig, axes = new_figure("full", aspect=0.32 if wide else 0.4, ncols=len(ns))
     for ax, n in zip(np.atleast_1d(axes), ns):
         g = grid[grid["n_rollouts"] == n]
         s = np.sort(g["s_r"].unique())
@@ -187,12 +192,13 @@ def sign_map(grid: pd.DataFrame, points: pd.DataFrame) -> plt.Figure:
             ax.contour(s, d, z, levels=[0.0], colors="k", linewidths=0.8)
         star = points[points["n_rollouts"] == n].iloc[0]
         ax.plot(star["s_r"], star["u_diff"], "k*", ms=6)
-        ax.set_title(f"N = {n}: {100 * (z < 0).mean():.1f}% negative", loc="left")
-        ax.set_xlabel("batch mood $S_R$")
+        ax.set_title(f"N = {n}: {100 * (z < 0).mean():.1f}% < 0", loc="left")
+        ax.set_xlabel("Batch mood $S_R$")
         ax.grid(False)
-        fig.colorbar(mesh, ax=ax, shrink=0.85, format="%.0e")
+        bar = fig.colorbar(mesh, ax=ax, shrink=0.85, format="%.0e", location="right" if wide else "bottom")
+        bar.set_ticks([-lim, 0, lim] if wide else [-lim, lim])
     np.atleast_1d(axes)[0].set_ylabel(r"$U_{pos,2} - U_{neg,2}$")
-    fig.suptitle(r"$(N/\eta)\,\Delta Q_{pos}$; black line: $\Delta Q_{pos}=0$; star: expected batch", fontsize=pt(8))
+    fig.suptitle(r"$(N/\eta)\,\Delta Q_{pos}$; line: $\Delta Q_{pos}=0$; star: expected batch", fontsize=pt(8))
     return fig
 
 

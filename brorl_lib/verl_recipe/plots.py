@@ -11,10 +11,11 @@ from matplotlib.ticker import MaxNLocator
 from brorl_lib.core.precision import rounded_inputs
 from brorl_lib.facts import reported as paper
 from brorl_lib.facts.setup import PAPER_FIG1_HOURS
-from brorl_lib.figures import palette
-from brorl_lib.figures.plotting import new_figure, pt, reflow_grid
+from brorl_lib.figures import palette, styles
+from brorl_lib.figures.plotting import new_figure, pt
 
-GRID_COLUMNS = 3  # panels a row in Figure 4 and the CPU run's figure (Figure 4's own grid is 3 x 3)
+GRID_COLUMNS = 3  # panels a row at most in Figure 4 and the CPU run's figure (Figure 4's own grid is 3 x 3)
+SHORT_MEDIUM_IN = 4.0  # a medium lower than this (a slide) takes one more panel a row, so fewer rows (our choice)
 CPU_TITLE = "verl's own trainer on a CPU with a tiny model: it proves the pipeline, not the paper's result"
 RUN_STYLES = ("-", "--", ":", "-.")  # line style of each run when a figure shows several
 # marker and size per arm in the CPU run's figure: where the arms' points coincide (both at 0), the smaller
@@ -29,17 +30,28 @@ def _style(source: str) -> dict:
     return {"ls": "-", "marker": "s", "ms": 3.0}
 
 
-def _grid(n: int, row_aspect: float, min_aspect: float, **kwargs) -> tuple[plt.Figure, list[plt.Axes]]:
-    """A full-width figure with ``n`` panels, ``GRID_COLUMNS`` a row at most and rows as even as possible
-    (4 panels: 2 + 2); cells past ``n`` are hidden."""
-    nrows, ncols = reflow_grid(n, GRID_COLUMNS)
-    fig, axes = new_figure(
-        "full", aspect=max(min_aspect, row_aspect * nrows), nrows=nrows, ncols=ncols, squeeze=False, **kwargs
-    )
+def _grid(n: int, row_aspect: float, min_aspect: float) -> tuple[plt.Figure, list[plt.Axes]]:
+    """A full-width figure with ``n`` panels, ``GRID_COLUMNS`` a row (one more on a slide, whose frame holds fewer
+    rows), rows as even as possible (4 panels: 2 + 2), x labels on the bottom row and y labels on the first column
+    only; cells past ``n`` are hidden."""
+    most = GRID_COLUMNS + (styles.active().height_in < SHORT_MEDIUM_IN)
+    nrows = -(-n // most)
+    ncols = -(-n // nrows)
+    fig, axes = new_figure("full", aspect=max(min_aspect, row_aspect * nrows), nrows=nrows, ncols=ncols, squeeze=False)
     cells = list(np.ravel(axes))
     for ax in cells[n:]:
         ax.set_visible(False)
     return fig, cells[:n]
+
+
+def _outer_labels(axes: list[plt.Axes], xlabel: str, ylabels: list[str], fontsize=None) -> None:
+    """``xlabel`` under each column's last panel, ``ylabels[k]`` beside each row's first panel (k: the panel)."""
+    ncols = axes[0].get_gridspec().ncols
+    for k, ax in enumerate(axes):
+        if k + ncols >= len(axes):
+            ax.set_xlabel(xlabel, fontsize=fontsize)
+        if k % ncols == 0 or ylabels[k] != ylabels[k - k % ncols]:  # a panel measuring another thing says so
+            ax.set_ylabel(ylabels[k], fontsize=fontsize)
 
 
 NARROW_IN = 4.0  # a canvas narrower than this (inches) lists the legend's entries one a line (our choice)
@@ -85,7 +97,7 @@ def figure4(points: pd.DataFrame) -> plt.Figure:
     panels = panels[panels["task"].isin(set(points["task"]))]
     if panels.empty:
         raise ValueError("figure4: no points for any of Figure 4's tasks (draw it only when runs have them)")
-    fig, axes = _grid(len(panels), 0.25, 0.32, panel_em=12)  # its type is 6 pt of the paper's 8
+    fig, axes = _grid(len(panels), 0.25, 0.32)
     for ax, (_, panel) in zip(axes, panels.iterrows()):
         mine = points[points["task"] == panel["task"]]
         for (source, method), g in mine.groupby(["source", "method"], sort=False):
@@ -97,8 +109,7 @@ def figure4(points: pd.DataFrame) -> plt.Figure:
                 **_style(source),
             )
         ax.set_title(f"{panel['task']}\nreported: {panel['pattern']}", loc="left", fontsize=pt(6))
-        ax.set_xlabel("Training Time (hours)", fontsize=pt(6))
-        ax.set_ylabel("pass@1", fontsize=pt(6))
+    _outer_labels(axes, "Training time (hours)", ["pass@1"] * len(axes), fontsize=pt(6))
     _figure_legend(fig, axes)
     return fig
 
@@ -109,6 +120,7 @@ def cpu_run(points: pd.DataFrame) -> plt.Figure:
     training score) one line per arm against RL steps, coloured by arm, labelled with its N and prompts."""
     panels = list(dict.fromkeys(points["panel"]))
     fig, axes = _grid(len(panels), 0.3, 0.36)
+    narrow = styles.active().height_in < SHORT_MEDIUM_IN  # a slide's 4 columns: titles and heading on two lines
     runs = list(dict.fromkeys(points["run"]))
     pad = 0.04 * max(1, points["step"].max() - points["step"].min())
     steps = (points["step"].min() - pad, points["step"].max() + pad)
@@ -123,13 +135,14 @@ def cpu_run(points: pd.DataFrame) -> plt.Figure:
                 ms=ARM_MARKERS.get(method, ("o", 3.0))[1],
                 label=label,
             )
-        ax.set_title(panel, loc="left")
-        ax.set_xlabel("RL step")
-        ax.set_ylabel("mean training reward" if panel.startswith("training") else "validation pass@1")
+        title = panel.removeprefix("pass@1: ").replace("_", " ")
+        ax.set_title(title if not narrow or len(title) <= 12 else title.replace(" ", "\n", 1), loc="left")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlim(*steps)  # every panel on the same steps (training starts at step 1, validation at 0)
         top = max(ax.get_ylim()[1], 0.05)  # a panel where every value is 0 still shows a scale
         ax.set_ylim(-0.04 * top, top)  # points at 0 drawn whole, above the axis line
-    fig.suptitle(CPU_TITLE, fontsize=pt(7), color="0.25")
+    _outer_labels(axes, "RL step", ["mean training reward" if p.startswith("training") else "validation pass@1"
+                                    for p in panels])  # fmt: skip
+    fig.suptitle(CPU_TITLE.replace(": ", ":\n") if narrow else CPU_TITLE, fontsize=pt(7), color="0.25")
     _figure_legend(fig, axes)
     return fig
