@@ -52,6 +52,10 @@ CONTROLS = {  # a control arm: its N, and its own dash, marker and hatch (our ch
     "prompt-matched BroRL": (512, (0, (3, 1, 1, 1)), "D", ".."),
     "KL-anchored BroRL": (512, (0, (5, 1, 1, 1, 1, 1)), "^", "xx"),
 }
+VARIANTS = {  # a verdict arm in another form: its N's colour, its own dash, marker and hatch (our choice)
+    "rule rate": ("--", "v", "\\\\\\"),  # at the square-root rule's learning rate, not the tuned one
+    "paper prompts": (":", "P", "++"),  # BroRL at the paper's prompts per step
+}
 SERIES = ("#332288", "#882255", "#999933", "#44aa99", "#aa4499", "#4d4d4d")  # no arm or N meaning: indigo, wine,
 # olive, teal, purple (Paul Tol's muted scheme) and a dark grey, in order
 INK = "0.2"  # zero lines, reference curves
@@ -73,6 +77,14 @@ def control(name: str) -> Style:
     if name not in CONTROLS:
         raise ValueError(f"control={name!r} has no style: known controls are {', '.join(CONTROLS)}")
     n, dash, marker, hatch = CONTROLS[name]
+    return Style(n_colour(n), dash, marker, hatch)
+
+
+def variant(name: str, n: int) -> Style:
+    """The style of N=``n``'s arm in form ``name`` (``VARIANTS``); ValueError naming the known forms otherwise."""
+    if name not in VARIANTS:
+        raise ValueError(f"variant={name!r} has no style: known forms are {', '.join(VARIANTS)}")
+    dash, marker, hatch = VARIANTS[name]
     return Style(n_colour(n), dash, marker, hatch)
 
 

@@ -190,6 +190,56 @@ def figure1_arms(table: pd.DataFrame, p: p2.Phase2Settings, tuned: dict) -> tupl
     return tuning, "the learning-rate tuning's finished runs (no verdict arm has two seeds yet)"
 
 
+def figure_arms(p: p2.Phase2Settings, tuned: dict) -> dict[str, str]:
+    """The arms notebook 04's figures draw, in the verdict's order, each with its group: ``rule`` (ProRL and BroRL
+    at the square-root rule's rate), ``tuned`` (the tuned ProRL, the first, and BroRL, with BroRL at the paper's
+    prompts per step) and ``control`` (the controls at tuned rates). The learning-rate grid's other points are the
+    tuning table's."""
+    out = {p2.verdict_arm(p, study.BASE_N).name: "rule", p2.verdict_arm(p, p2.BROAD_N).name: "rule"}
+    f16, f512 = tuned.get(study.BASE_N), tuned.get(p2.BROAD_N)
+    if f16 is not None and f512 is not None:
+        tuned_arms = [
+            p2.verdict_arm(p, study.BASE_N, f16),
+            p2.verdict_arm(p, p2.BROAD_N, f512),
+            p2.prompts_arm(p, f512),
+        ]
+        out |= {a.name: "tuned" for a in tuned_arms} | {a.name: "control" for a in p2.control_arms(p, f16, f512)}
+    return out
+
+
+def prorl_base(arms: dict[str, str]) -> str:
+    """The ProRL every figure compares with (``figure_arms``): the tuned one once the rates are tuned, else the
+    rule's."""
+    return next((name for name, group in arms.items() if group == "tuned"), next(iter(arms)))
+
+
+DIFFERENCE_COLUMNS = ["budget", "rates", "comparison", "arm", "N", "base", "arm_label", "base_label", "figure1",
+                      "mean", "ci_low", "ci_high", "seeds"]  # fmt: skip
+
+
+def differences(verdict_table: pd.DataFrame, table: pd.DataFrame, p: p2.Phase2Settings, tuned: dict) -> pd.DataFrame:
+    """The verdict's comparisons (``verdict``) as the figures draw them: per budget, the arm and its base (empty:
+    the plateau) by name and label, the mean difference of held-out pass@1 with its 95% interval over seeds and
+    prompts, and ``figure1``: ``tuned`` for the tuned BroRL (and BroRL at the paper's prompts per step) against
+    the tuned ProRL, ``rule`` for BroRL against ProRL at the rule's rates, empty for the others."""
+    if verdict_table.empty:
+        return pd.DataFrame(columns=DIFFERENCE_COLUMNS)
+    pairs = {f"{arm} - {base or 'plateau'}": (arm, base or "") for _, arm, base in comparisons(p, tuned)}
+    arms = figure_arms(p, tuned)
+    base = prorl_base(arms)
+    labels = dict(zip(table["arm"], table["label"]))
+    out = verdict_table.copy()
+    out["arm"], out["base"] = zip(*out["comparison"].map(pairs))
+    out["arm_label"], out["base_label"] = out["arm"].map(labels), out["base"].map(labels).fillna("")
+    out["N"] = out["arm"].map(dict(zip(table["arm"], table["N"]))).astype(int)
+    in_rule = (out["rates"] == "rule") & (out["base"] != "")
+    in_tuned = (out["rates"] == "tuned") & (out["base"] == base) & out["arm"].map(arms).eq("tuned")
+    out["figure1"] = np.where(in_rule, "rule", np.where(in_tuned, "tuned", ""))
+    out = out.rename(columns={"ci_low": "ci_low_seeds", "ci_high": "ci_high_seeds"})
+    out = out.rename(columns={"ci_low_seeds_prompts": "ci_low", "ci_high_seeds_prompts": "ci_high"})
+    return out[DIFFERENCE_COLUMNS].reset_index(drop=True)
+
+
 VERDICT_COLUMNS = ["budget", "rates", "comparison", "mean", "ci_low", "ci_high", "seeds", "ci_low_seeds_prompts",
                    "ci_high_seeds_prompts", "direction"]  # fmt: skip
 
