@@ -10,7 +10,7 @@ import pytest
 
 from brorl_lib.core.latex_tables import DATA_TABLE_MARK, latex_text, layout
 from brorl_lib.core.paths import REPO_ROOT
-from brorl_lib.core.table_files import MISSING_NOTE, save_table, shown
+from brorl_lib.core.table_files import MISSING_NOTE, save_table, shown_table
 
 HOSTILE_CAPTION = "5-95% of q_bar & #2: Δ ≤ 0.1, ≈ 3 × 10 ± 1 − 2 → x ∈ S, |G|^2 < 1 > 0 {§2} ~$5 \\ (…)"
 
@@ -47,10 +47,10 @@ def test_every_unicode_character_in_the_library_sources_has_a_latex_form():
     assert not missing
 
 
-def test_shown_writes_a_dash_for_missing_values_and_every_float_at_its_format():
+def test_shown_table_writes_a_dash_for_missing_values_and_every_float_at_its_format():
     frame = pd.DataFrame({"a": [1.0, np.nan], "key": ["lr", None], "value": [2.8284271247461903e-06, "x"]})
-    assert shown(frame).to_dict("list") == {"a": ["1", "-"], "key": ["lr", "-"], "value": ["2.828e-06", "x"]}
-    assert shown(frame, "{:.2f}")["a"].tolist() == ["1.00", "-"]
+    assert shown_table(frame).to_dict("list") == {"a": ["1", "-"], "key": ["lr", "-"], "value": ["2.828e-06", "x"]}
+    assert shown_table(frame, "{:.2f}")["a"].tolist() == ["1.00", "-"]
 
 
 def test_a_missing_value_shows_as_a_dash_the_caption_saying_what_it_means(out_dir):

@@ -1,5 +1,5 @@
 """``save_table``: one table as Markdown, LaTeX and CSV, captioned with its provenance (a variant's changed
-parameters, an estimate's basis); ``shown``: a frame as every rendering shows it (a notebook's display too)."""
+parameters, an estimate's basis); ``shown_table``: a frame as every rendering shows it (a notebook's display too)."""
 
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ def _is_missing(value) -> bool:
         return False
 
 
-def shown(df: pd.DataFrame, float_format: str = "{:.4g}") -> pd.DataFrame:
+def shown_table(df: pd.DataFrame, float_format: str = "{:.4g}") -> pd.DataFrame:
     """``df`` as a table shows it: every float (in float columns and among other values) through ``float_format``,
     a missing value as ``MISSING``; other values as they are. For display only (``save_table`` shows its files'
-    cells with it; a notebook shows a frame with ``display(shown(frame))``): compute on ``df``."""
+    cells with it; a notebook shows a frame with ``display(shown_table(frame))``): compute on ``df``."""
     fmt = float_format.format
 
     def one(value):
@@ -53,7 +53,7 @@ def save_table(
     check_artifact(name, provenance, basis)
     provenance, changed = variants.classify(provenance)
     df = rounded(df)
-    cells = shown(df, float_format)
+    cells = shown_table(df, float_format)
     note = f"; {MISSING_NOTE}" if df.map(_is_missing).to_numpy().any() else ""
     full_caption = f"{caption} [{class_text(provenance, changed, basis)}{note}]"
     out = output_dir()
