@@ -105,6 +105,7 @@ def _hostile_tables() -> dict[str, pd.DataFrame]:
                 "brorl": [2.8284271247461903e-06, "build/verl/brorl-repro/work/checkpoints/brorl"],
             }
         ),
+        "tall_claim": pd.DataFrame({"claim": [words * 12], "verdict": [words * 12], "caveat": [words * 4]}),
         "wide": wide,
         "long": pd.DataFrame({"step": range(60), "pass1": np.linspace(0, 1, 60)}),
     }
@@ -124,6 +125,7 @@ def test_tables_with_hostile_text_compile_and_fit_or_are_marked_data_tables(out_
         "paper_like": "float",
         "claim_like": "float",
         "keys_like": "float",
+        "tall_claim": "data",
         "wide": "data",
         "long": "data",
     }

@@ -14,12 +14,13 @@ In each, a table with prose columns (text columns wider than ``PROSE_MIN_PT``: a
 is too wide as it is gets them wrapped: a ``tabularx`` of ``\\linewidth`` whose prose columns share the width the
 others leave (they adapt to the document's own text width).
 
-Otherwise, and for any table of more than ``FLOAT_MAX_ROWS`` rows (a float cannot break across pages), it is a
-**data table**: first line ``DATA_TABLE_MARK`` with its size, a ``longtable`` (it breaks across pages and repeats
-its header) at the document's type size and its width with broken headers. It is the full record, for an appendix
-or a supplement in one-column layout (longtable's own limit), and may be wider than the text: no ``\\resizebox``
-or smaller type, which would set a 19-column table in 4-pt type. What to show of it is the author's choice (a
-subset of columns, landscape); the CSV beside it holds the same numbers.
+Otherwise, for any table of more than ``FLOAT_MAX_ROWS`` rows, and for one whose wrapped prose would be taller
+than a page (a float cannot break across pages), it is a **data table**: first line ``DATA_TABLE_MARK`` with its
+size, a ``longtable`` (it breaks across pages and repeats its header) at the document's type size and its width
+with broken headers (prose wrapped in columns as wide as a float would give them). It is the full record, for an
+appendix or a supplement in one-column layout (longtable's own limit), and may be wider than the text: no
+``\\resizebox`` or smaller type, which would set a 19-column table in 4-pt type. What to show of it is the
+author's choice (a subset of columns, landscape); the CSV beside it holds the same numbers.
 
 Widths are estimated from Computer Modern's character widths at 10 pt (the article class's default; ``cmr10`` and
 ``cmr9`` measured with pdflatex), 2% above. ``tests/latex_check.py`` typesets every table with pdflatex and checks
@@ -28,11 +29,15 @@ that it compiles and that a table not marked as a data table fits.
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from collections.abc import Sequence
 
 TEXT_WIDTH_PT = 6.5 * 72.27  # a 6.5-in text (US letter, 1-in margins), in TeX points
+TEXT_HEIGHT_PT = 9.0 * 72.27
+LINE_PT = 12.0  # the article class's baseline skip at 10 pt
+CAPTION_PT = 8 * LINE_PT  # room kept on a float's page for its caption, header and rules (our choice)
 FLOAT_MAX_ROWS = 40  # at most this many body rows in a float: more need more than a page at 10 pt (our choice)
 PROSE_MIN_PT = 100.0  # a text column whose widest cell is wider than this may wrap (our choice, about 1.4 in)
 WRAP_MIN_PT = 72.0  # a wrapped column is at least 1 in wide (our choice)
@@ -150,7 +155,8 @@ def _header_lines(header: str, width_pt: float) -> list[str]:
 def layout(cells: Sequence[Sequence[str]], header: Sequence[str], numeric: Sequence[bool]) -> dict:
     """How a table of ``cells`` (rows of shown strings) is written: ``{"kind": "float" | "data", "small": bool,
     "stack": bool (headers broken into lines as wide as their column's cells), "wrap": [column indices],
-    "width_pt": the width at 10 pt, as written for a data table}``, by the rule in the module's docstring."""
+    "wrap_pt": their width, "width_pt": the width at 10 pt, as written for a data table}``, by the rule in the
+    module's docstring."""
     n = len(header)
     cell_w = [max((text_width_pt(r[j]) for r in cells), default=0.0) for j in range(n)]
     head_w = [text_width_pt(h) for h in header]
@@ -159,20 +165,26 @@ def layout(cells: Sequence[Sequence[str]], header: Sequence[str], numeric: Seque
     prose = [j for j in range(n) if not numeric[j] and max(cell_w[j], head_w[j]) > PROSE_MIN_PT]
     pieces = [max(_longest_piece_pt(v) for v in (header[j], *(r[j] for r in cells))) for j in range(n)]
     natural = sum(map(max, cell_w, head_w)) + 2 * TABCOLSEP_PT * n
-    if len(cells) <= FLOAT_MAX_ROWS:
-        for small, stack in ((False, False), (False, True), (True, False), (True, True)):
-            scale, sep = (SMALL_SCALE, SMALL_TABCOLSEP_PT) if small else (1.0, TABCOLSEP_PT)
-            widths = stacked_w if stack else list(map(max, cell_w, head_w))
-            how = {"kind": "float", "small": small, "stack": stack, "wrap": [], "width_pt": natural}
-            if sum(widths) * scale + 2 * sep * n <= TEXT_WIDTH_PT:
+    data = {"kind": "data", "small": False, "stack": True, "wrap": [], "wrap_pt": 0.0}
+    for small, stack in ((False, False), (False, True), (True, False), (True, True)):
+        scale, sep = (SMALL_SCALE, SMALL_TABCOLSEP_PT) if small else (1.0, TABCOLSEP_PT)
+        widths = stacked_w if stack else list(map(max, cell_w, head_w))
+        how = {"kind": "float", "small": small, "stack": stack, "wrap": [], "wrap_pt": 0.0, "width_pt": natural}
+        if sum(widths) * scale + 2 * sep * n <= TEXT_WIDTH_PT:
+            if len(cells) <= FLOAT_MAX_ROWS:
                 return how
-            if prose:
-                rest = sum(widths[j] for j in range(n) if j not in prose) * scale + 2 * sep * n
-                share = (TEXT_WIDTH_PT - rest) / len(prose)  # tabularx gives its X columns equal widths
-                if share >= max(WRAP_MIN_PT, *(pieces[j] * scale for j in prose)):
-                    return how | {"wrap": prose}
-    written = sum(stacked_w) + 2 * TABCOLSEP_PT * n
-    return {"kind": "data", "small": False, "stack": True, "wrap": [], "width_pt": written}
+            break
+        if prose:
+            rest = sum(widths[j] for j in range(n) if j not in prose) * scale + 2 * sep * n
+            share = (TEXT_WIDTH_PT - rest) / len(prose)  # tabularx gives its X columns equal widths
+            if share >= max(WRAP_MIN_PT, *(pieces[j] * scale for j in prose)):
+                lines = [max([1, *(math.ceil(text_width_pt(r[j]) * scale / share) for j in prose)]) for r in cells]
+                if len(cells) <= FLOAT_MAX_ROWS and sum(lines) * LINE_PT * scale <= TEXT_HEIGHT_PT - CAPTION_PT:
+                    return how | {"wrap": prose, "wrap_pt": share}
+                if not data["wrap"]:  # too tall for a float: a data table with these columns wrapped
+                    data |= {"stack": stack, "wrap": prose, "wrap_pt": share}
+    kept = [w for j, w in enumerate(stacked_w if data["stack"] else map(max, cell_w, head_w)) if j not in data["wrap"]]
+    return data | {"width_pt": sum(kept) + data["wrap_pt"] * len(data["wrap"]) + 2 * TABCOLSEP_PT * n}
 
 
 def _cell(value: str, *, breakable: bool) -> str:
@@ -204,10 +216,12 @@ def to_latex(
     target = [max(max((text_width_pt(r[j]) for r in cells), default=0.0), HEADER_MIN_PT) for j in range(len(header))]
     head = _row([_head(h, target[j], align[j], stack=how["stack"], breakable=j in wrap) for j, h in enumerate(header)])
     body = [_row([_cell(v, breakable=j in wrap) for j, v in enumerate(r)]) for r in cells]
-    spec = "".join(r">{\raggedright\arraybackslash}X" if j in wrap else align[j] for j in range(len(header)))
+    wrapped = r">{\raggedright\arraybackslash}" + ("X" if how["kind"] == "float" else f"p{{{how['wrap_pt']:.0f}pt}}")
+    spec = "".join(wrapped if j in wrap else align[j] for j in range(len(header)))
     caption_tex, label_tex = latex_text(caption), f"\\label{{{label}}}"
     if how["kind"] == "data":
-        size = f"{len(header)} columns, {len(cells)} rows, about {how['width_pt'] / 72.27:.1f} in wide at 10 pt"
+        rows = f"{len(cells)} row" + ("" if len(cells) == 1 else "s")
+        size = f"{len(header)} columns, {rows}, about {how['width_pt'] / 72.27:.1f} in wide at 10 pt"
         lines = [
             f"{DATA_TABLE_MARK} ({size}): a longtable, which breaks across pages, for an appendix in one-column layout",
             r"% needs \usepackage{booktabs,longtable}",
@@ -226,7 +240,7 @@ def to_latex(
             r"\end{longtable}",
         ]
         return "\n".join(lines) + "\n"
-    env = ("tabularx", r"{\linewidth}") if wrap else ("tabular", "")
+    env = ("tabularx", r"{\linewidth}") if wrap else ("tabular", "")  # a float's wrapped columns take what is left
     lines = [
         r"% needs \usepackage{booktabs" + (",tabularx" if wrap else "") + "}",
         r"\begin{table}",
