@@ -35,7 +35,7 @@ reproduce: $(STAMP)
 ## build/setup-beside.log); then two chains side by side, verl then the browser test, and vLLM then nbval (a chain's
 ## second step starts when its first ends, or beside it once the other chain is done: no CPU waits for the other
 ## chain's last test).
-test: $(STAMP) sandbox-deps
+test: $(STAMP) sandbox-deps tex-deps
 	mkdir -p build
 	{ $(MAKE) --no-print-directory vllm browser-deps > build/setup-beside.log 2>&1; echo $$? > build/setup-beside.rc; } & \
 	$(MAKE) --no-print-directory lint unit book; rc=$$?; wait; [ $$rc = 0 ] || exit $$rc; \
@@ -53,7 +53,7 @@ vllm-then-nbval:
 ## uncommitted and untracked changes; `make check BASE=HEAD~3` for the last three commits too. `make test` runs all.
 BASE ?= HEAD
 UNIT_IGNORE := --ignore=tests/browser --ignore=tests/test_vllm.py --ignore=tests/verl_cpu
-check: $(STAMP) sandbox-deps
+check: $(STAMP) sandbox-deps tex-deps
 	$(MAKE) --no-print-directory lint
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not slow" tests $(UNIT_IGNORE)
 	nbs=$$($(BIN)/python -m brorl_lib.pipeline.touched --base "$(BASE)") || exit $$?; \
@@ -76,7 +76,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 ## The unit tests on TEST_WORKERS workers (pytest-xdist).
-unit: $(STAMP) sandbox-deps
+unit: $(STAMP) sandbox-deps tex-deps
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) tests $(UNIT_IGNORE)
 
 ## verl's own trainer (main_ppo) on this CPU with the committed recipe's cpu profile: both arms, a resume
@@ -147,6 +147,13 @@ endef
 .PHONY: sandbox-deps
 sandbox-deps:
 	$(call debian_package,bwrap,bubblewrap,The code sandbox)
+
+## pdflatex, which the unit tests typeset every table in figures/ with (tests/latex_check.py): found, else TeX Live
+## from Debian's packages installed (texlive-latex-recommended: booktabs; tabularx and longtable come with it),
+## else named.
+.PHONY: tex-deps
+tex-deps:
+	$(call debian_package,pdflatex,texlive-latex-recommended,The LaTeX table test)
 
 ## One notebook opened in JupyterLab in headless Chromium (BROWSER_NOTEBOOKS; nbval runs them all): its cells run,
 ## one Explore control moved redraws its figure; then the book's front page, gallery and a notebook page: every
