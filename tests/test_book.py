@@ -25,6 +25,7 @@ from brorl_lib.core.artifacts import PROVENANCE
 from brorl_lib.core.paths import FIGURES_DIR, NOTEBOOKS_DIR, REPO_ROOT
 from brorl_lib.pipeline import manifest
 from brorl_lib.pipeline.screenshots import SHOTS_DIR
+from brorl_lib.rlvr import study_report
 
 
 def _entry(notebook: str, artifact: str, provenance: str, caption: str) -> dict:
@@ -293,11 +294,12 @@ def test_the_glance_rows_are_the_notebooks_claim_rows_and_state_their_tables_num
     verdict = _rows("laptop_rlvr_verdict")
     if verdict.empty:  # no comparison yet: no rows
         verdict = pd.DataFrame(columns=["budget", "comparison", "rates", "direction", "mean"])
-    shown = verdict[(verdict.budget == verdict.budget.max()) & ~verdict.comparison.str.contains("plateau")]
-    for row in shown.itertuples():
-        assert (
-            f"{row.rates} rates, {row.comparison}: {row.direction}, Δpass@1 {row.mean:+.3f}" in said["04_laptop_rlvr"]
-        )
+    headline = verdict.comparison.str.fullmatch(study_report.HEADLINE.pattern)  # BroRL against ProRL, no control
+    for row in verdict[(verdict.budget == verdict.budget.max()) & headline].itertuples():
+        interval = f"[{row.ci_low_seeds_prompts:+.3f}, {row.ci_high_seeds_prompts:+.3f}]"
+        assert f"{row.mean:+.3f}" in said["04_laptop_rlvr"] and interval in said["04_laptop_rlvr"]
+        assert study_report.RATES[row.rates] in said["04_laptop_rlvr"]
+    assert not re.search(r"N\d+_", said["04_laptop_rlvr"])  # in words: no arm code
     plan = _rows("verl_plan")
     for row in plan.itertuples():
         assert f"{row.expected_hours:,.1f} h" in said["05_verl_training"]

@@ -1,7 +1,9 @@
 """The README's results at a glance come from the book's source (book.glance), which reads the rows the notebooks
 write (core.claims): the block between its markers is what ``python -m brorl_lib.book.readme`` writes from figures/,
-each row carries its caveat, notebook 04's row says what its plateau gates measured, and the book shows the same rows
-in the README's place, once."""
+each row carries its caveat, notebook 04's row says BroRL against ProRL in one sentence without arm codes and what
+its plateau gates measured, and the book shows the same rows in the README's place, once."""
+
+import re
 
 import pandas as pd
 import pytest
@@ -20,10 +22,10 @@ def test_the_readme_block_is_what_the_source_generates():
     assert readme.main(["--check"]) == 0
 
 
-def test_the_block_is_near_the_top_with_every_claim_and_its_caveat():
+def test_the_block_follows_the_quick_start_with_every_claim_and_its_caveat():
     text = readme.README.read_text(encoding="utf-8")
     block = text[text.index(readme.START) : text.index(readme.END)]
-    assert text.index(readme.START) < text.index("## Quick start")
+    assert text.index("## Quick start") < text.index(readme.START) < text.index("## What each notebook regenerates")
     rows = [line for line in block.splitlines() if line.startswith("| ") and "ipynb)" in line]
     assert len(rows) == len(NOTEBOOKS)
     recorded = manifest.load(FIGURES_DIR)
@@ -55,18 +57,39 @@ def test_notebook_04s_caveat_is_read_from_its_plateau_gates():
 def test_notebook_04s_verdict_at_the_rules_rates_alone_says_the_tuned_comparison_is_pending():
     row = {"rates": "rule", "comparison": "N512 - N16", "budget": 1048576, "seeds": 3, "mean": -0.47,
            "ci_low_seeds_prompts": -0.6, "ci_high_seeds_prompts": -0.3, "sign_flip_p_two_sided": 0.25,
-           "direction": "BroRL lower"}  # fmt: skip
+           "direction": "lower"}  # fmt: skip
     plateau = _plateau()
 
     def said(*rows):
         return study_report.claim(pd.DataFrame(list(rows)), plateau)["verdict"]
 
-    assert said(row).startswith("rule rates, N512 - N16: BroRL lower, Δpass@1 -0.470")
+    assert said(row).startswith(
+        "With 3 seeds at 1,048,576 samples each, BroRL (N=512) ends below ProRL (N=16) at the square-root rule's "
+        "learning rates (Δpass@1 -0.470, 95% CI [-0.600, -0.300])"
+    )
     assert study_report.TUNED_PENDING in said(row)
-    tuned = said(row, row | {"rates": "tuned"})
-    assert "tuned rates, N512 - N16" in tuned and study_report.TUNED_PENDING not in tuned
+    best = {"rates": "tuned", "comparison": "N512_lr0.125x - N16_lr0.5x", "direction": "no difference"}
+    tuned = said(row, row | best)
+    assert "shows no difference from it at rates tuned per arm (-0.470 [-0.600, -0.300])" in tuned
+    assert study_report.TUNED_PENDING not in tuned
     assert said(row | {"rates": "tuned", "comparison": "N16 - plateau"}) == study_report.NO_COMPARISON
     assert study_report.claim(pd.DataFrame(), plateau)["verdict"] == study_report.NO_COMPARISON
+
+
+def test_notebook_04s_verdict_is_one_sentence_in_words_with_its_numbers():
+    """BroRL against ProRL at the rule's and at tuned rates, at the largest budget, with the numbers of the verdict
+    table; no arm code (``N512_lr0.0078125x``), no control, no other budget (those are in the table)."""
+    verdict = pd.read_csv(FIGURES_DIR / "laptop_rlvr_verdict.csv")
+    row = study_report.claim(verdict, _plateau())
+    assert re.search(r"N\d+_", row["verdict"]) is None and re.search(r"N\d+_|countdown\d", row["caveat"]) is None
+    assert row["verdict"].count(". ") == 0 and row["verdict"].endswith(".") and ";" not in row["verdict"]
+    assert len(row["verdict"].split()) <= 40 and len(row["caveat"].split()) <= 40
+    last = verdict[verdict["budget"] == verdict["budget"].max()].set_index(["rates", "comparison"])
+    for key in (("rule", "N512 - N16"), ("tuned", "N512_lr0.0078125x - N16_lr0.5x")):
+        r = last.loc[key]
+        numbers = f"{r['mean']:+.3f}", f"[{r['ci_low_seeds_prompts']:+.3f}, {r['ci_high_seeds_prompts']:+.3f}]"
+        assert all(n in row["verdict"] for n in numbers), (key, numbers)
+    assert f"With {last.loc[('rule', 'N512 - N16'), 'seeds']} seeds at 1,048,576 samples each" in row["verdict"]
 
 
 def test_a_claim_row_is_saved_as_a_table_and_refused_misnamed(tmp_path, monkeypatch):

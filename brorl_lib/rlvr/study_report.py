@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -542,24 +543,37 @@ def conclusion(verdict_table: pd.DataFrame, verdict_t: dict, status: dict[str, i
 NO_COMPARISON = (
     "in progress: no comparison of BroRL with ProRL has two finished seeds yet (learning rates being bracketed)"
 )
-TUNED_PENDING = "in progress: no comparison at tuned rates yet (learning rates being bracketed)"
+TUNED_PENDING = "the comparison at tuned rates is in progress (learning rates being bracketed)"
+HEADLINE = re.compile(r"N512(_lr\S+x)? - N16(_lr\S+x)?")  # BroRL against ProRL, at the rule's or at tuned rates
+RATES = {"rule": "at the square-root rule's learning rates", "tuned": "at rates tuned per arm"}
+SAID = {"lower": "ends below", "higher": "ends above", "no difference": "shows no difference from"}
 
 
 def _comparisons(verdict_table: pd.DataFrame) -> str:
-    """Each comparison with ProRL at the largest budget (ProRL's own gain since the plateau left out), at the rule's
-    rates and at tuned ones; the interval counts seeds and held-out prompts."""
+    """One sentence: BroRL (N=512) against ProRL (N=16) at the largest budget, at the rule's rates and at tuned ones,
+    each with its mean difference and its 95% interval over seeds and held-out prompts (the controls and the other
+    budgets are in the verdict table)."""
     rows = verdict_table.to_dict("records")
     last = max((float(r["budget"]) for r in rows), default=float("nan"))
-    kept = [r for r in rows if float(r["budget"]) == last and "plateau" not in r["comparison"]]
-    said = [
-        f"{r['rates']} rates, {r['comparison']}: {r['direction']}, Δpass@1 {float(r['mean']):+.3f} (95% CI over "
-        f"seeds and prompts {float(r['ci_low_seeds_prompts']):+.3f} to {float(r['ci_high_seeds_prompts']):+.3f}, "
-        f"sign-flip p = {float(r['sign_flip_p_two_sided']):.2g}, {r['seeds']} seeds) at {last:,.0f} samples"
-        for r in kept
-    ]
-    if said and not any(r["rates"] == "tuned" and "plateau" not in r["comparison"] for r in rows):
-        said.append(TUNED_PENDING)
-    return "; ".join(said) or NO_COMPARISON
+    kept = {}
+    for r in rows:
+        if float(r["budget"]) == last and HEADLINE.fullmatch(str(r["comparison"])):
+            kept.setdefault(r["rates"], r)
+    if not kept:
+        return NO_COMPARISON
+    seeds = {int(r["seeds"]) for r in kept.values()}
+    said = []
+    for rates, r in kept.items():
+        first = not said
+        mean = f"{'Δpass@1 ' if first else ''}{float(r['mean']):+.3f}"
+        interval = f"[{float(r['ci_low_seeds_prompts']):+.3f}, {float(r['ci_high_seeds_prompts']):+.3f}]"
+        numbers = f"{mean}, 95% CI {interval}" if first else f"{mean} {interval}"
+        numbers += "" if len(seeds) == 1 else f", {int(r['seeds'])} seeds"
+        whom = "ProRL (N=16)" if first else "it"
+        said.append(f"{SAID.get(r['direction'], r['direction'])} {whom} {RATES.get(rates, rates)} ({numbers})")
+    pending = "" if "tuned" in kept else f"; {TUNED_PENDING}"
+    lead = f"With {seeds.pop()} seeds at" if len(seeds) == 1 else "At"
+    return f"{lead} {last:,.0f} samples each, BroRL (N=512) {' and '.join(said)}{pending}."
 
 
 def _gates(plateau_table: pd.DataFrame) -> str:
@@ -572,12 +586,11 @@ def _gates(plateau_table: pd.DataFrame) -> str:
     }
     failed = [text for key, text in measured.items() if str(r[f"gate_{key}"]).strip().lower() != "true"]
     flat = str(r["plateau_reached"]).strip().lower() == "true"
-    where = f"at its plateau (step {r['step']}, shown flat)" if flat else (
-        f"at step {r['step']}, phase 1's cap, reached before the plateau was shown flat")  # fmt: skip
+    where = f"at its plateau (step {int(r['step']):,}, shown flat)" if flat else (
+        f"at step {int(r['step']):,}, phase 1's cap, reached before the plateau was shown flat")  # fmt: skip
     if not failed:
-        return f"{r['candidate']} passed every gate {where} ({', '.join(measured.values())})"
-    needs = "the regime the paper's argument needs was not reached"
-    return f"{r['candidate']} failed the gate on {', '.join(failed)} {where}: {needs}"
+        return f"the chosen model passed every gate {where} ({', '.join(measured.values())})"
+    return f"the chosen model failed the gate on {', '.join(failed)} {where}: the paper's regime was not reached"
 
 
 def claim(verdict_table: pd.DataFrame, plateau_table: pd.DataFrame) -> Claim:

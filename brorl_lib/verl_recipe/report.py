@@ -837,7 +837,8 @@ def evaluated_arms_note(results_dir: Path) -> str:
 def plan_claim(plan: pd.DataFrame) -> Claim:
     """The results-at-a-glance row of notebook 05: each arm's estimated time on the cluster (``plan_table``)."""
     said = [
-        f"{r['arm']}: N={r['N']} × {r['prompts_per_step']} prompts, {r['steps']} steps, ≈{r['expected_hours']:,.1f} h "
+        f"{ARM_LABELS.get(r['arm'], r['arm'])}: N={r['N']} × {r['prompts_per_step']} prompts, {r['steps']} steps, "
+        f"≈{r['expected_hours']:,.1f} h "
         f"({r['expected_gpu_hours']:,.0f} GPU-hours)"
         for r in plan.to_dict("records")
     ]
