@@ -184,6 +184,8 @@ def test_every_image_output_is_captioned_with_its_artifacts_manifest_caption(sta
             assert f"<{book_gallery.artifact_label(artifact)}>`" in legend and "profile" in legend
             assert meta["mystnb"]["image"]["alt"] == entry["caption"]
             assert meta["mystnb"]["image"]["width"] == book_pages.display_width(out["data"]["image/png"])
+            size = out.get("metadata", {}).get("image/png", {})  # Jupyter's pixel size would win over that width
+            assert "width" not in size and "height" not in size, f"{name}: {artifact} keeps its pixel size {size}"
             assert "remove-input" in meta["tags"]  # its own cell: the caption belongs to this image only
 
 
