@@ -2,7 +2,8 @@
 the page shows and where the gallery holds the artifacts of ``figures/``; each figure output captioned with its
 artifact's manifest caption, alt text and width, a share of the text column from the figure's size in inches
 (Jupyter's pixel size left out, or it would win); the parameters cell folded;
-``# NBVAL_*`` marker lines left out; pandas tables tidied (``book.tables``); the explore section's screenshot.
+``# NBVAL_*`` marker lines left out; pandas tables tidied, a printed one too wide for the column as an HTML table
+(``book.tables``); the explore section's screenshot.
 """
 
 from __future__ import annotations
@@ -262,7 +263,8 @@ def caption_figures(nb, notebook: str, recorded: dict) -> None:
 
 
 def tidy_cells(nb) -> None:
-    """Fold the parameters cell, leave out ``# NBVAL_*`` lines and tidy pandas tables, in place."""
+    """Fold the parameters cell, leave out ``# NBVAL_*`` lines and tidy pandas tables (a printed one too wide for
+    the column shown as an HTML table), in place."""
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
@@ -274,10 +276,13 @@ def tidy_cells(nb) -> None:
             mystnb["code_prompt_show"] = f"Show the parameters cell ({count} parameters and their defaults)"
             mystnb["code_prompt_hide"] = "Hide the parameters cell"
         cell.source = _NBVAL.sub("", cell.source)
-        for out in cell.get("outputs", []):
+        for k, out in enumerate(cell.get("outputs", [])):
             html = out.get("data", {}).get("text/html")
             if html is not None:
                 out["data"]["text/html"] = tables.tidy_html(_text(html))
+            text = _text(out.get("text")) if out.get("output_type") == "stream" else ""
+            if len(text.partition("\n")[0]) > tables.WIDE_TEXT and (table := tables.text_table_html(text)):
+                cell.outputs[k] = nbformat.v4.new_output("display_data", data={"text/html": table, "text/plain": text})
 
 
 def screenshot_cell(notebook: str, image: str, profile: str | None) -> nbformat.NotebookNode:

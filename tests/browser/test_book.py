@@ -2,7 +2,8 @@
 file server, with every image loaded, every internal link leading to a page or file that exists (and to an
 anchor on it), nothing fetched from outside the site, and the notebook's mathematics typeset; the gallery a grid
 of cards, one per artifact, its caption once; each notebook page under a banner linking to the gallery, its
-figures captioned, a one-column figure shown at 60% of the text column or more and none wider than it.
+figures captioned, a one-column figure shown at 60% of the text column or more and none wider than it, no output
+cut off at the right: text wraps, a wide table scrolls inside its box with its key column in view.
 
 The book is built afresh into a temporary folder (a few seconds), from the committed notebooks, docs/ and
 figures/; the server is Python's http.server on a free port of 127.0.0.1, ended when the test ends.
@@ -59,6 +60,20 @@ _WIDTHS_JS = """() => { const article = document.querySelector("article.bd-artic
   const column = article.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
   return [...document.querySelectorAll("div.cell_output img")]
     .map((img) => [img.currentSrc || img.src, img.getBoundingClientRect().width, column]); }"""
+# every output box of a notebook page whose content is wider than the box: [its text's start, whether it holds a
+# table, its overflow-x, and for a table: whether, scrolled to its right end, every row's first cell is still in view]
+_CUT_JS = """() => [...document.querySelectorAll("div.cell_output .output")].flatMap((box) => {
+  const wide = [box, ...box.querySelectorAll("*")].some((el) => el.scrollWidth > el.clientWidth + 1
+    && (el === box || getComputedStyle(el).overflowX !== "visible"));  // spills out of the box, or hides a part
+  if (!wide) return [];
+  const table = box.querySelector("table"), text = box.innerText.trim().slice(0, 60).replace(/\\s+/g, " ");
+  if (!table) return [[text, false, getComputedStyle(box).overflowX, false]];
+  box.scrollLeft = box.scrollWidth;
+  const left = box.getBoundingClientRect().left;
+  const keyed = [...table.rows].every((row) => row.cells[0].getBoundingClientRect().left >= left - 1);
+  box.scrollLeft = 0;
+  return [[text, true, getComputedStyle(box).overflowX, keyed]];
+})"""
 _BANNER_JS = """() => { const first = document.querySelector("article section > h1 ~ *");
   return first ? [first.className, [...first.querySelectorAll("a")].map((a) => a.href)] : null; }"""
 _CARDS_JS = """() => [...document.querySelectorAll(".gallery-grid .gallery-card")]
@@ -307,3 +322,40 @@ def test_one_column_figures_are_shown_at_60_percent_of_the_column_or_more_and_no
         context.close()
     assert one_column, "no one-column figure found on the notebook pages: the check checks nothing"
     assert not problems, "\n".join(problems)
+
+
+def test_no_output_is_cut_off_at_the_right_and_wide_tables_keep_their_key_column_in_view(site, browser):
+    """An output box whose content is wider than the box is cut at the right: text must wrap instead; a table may
+    scroll sideways inside its box (overflow-x auto) only if its first column, the key, stays in view."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    problems = []
+    try:
+        page = context.new_page()
+        for name in sorted(p.stem for p in NOTEBOOKS_DIR.glob("*.ipynb")):
+            page.goto(f"{site}notebooks/{name}.html", wait_until="load")
+            for text, table, overflow, keyed in page.evaluate(_CUT_JS):
+                if not table:
+                    problems.append(f"{name}: text output cut at the right: {text!r}")
+                elif overflow != "auto" or not keyed:
+                    problems.append(f"{name}: a wide table whose key column scrolls out of view: {text!r}")
+    finally:
+        context.close()
+    assert not problems, f"{len(problems)} output boxes cut at the right:\n" + "\n".join(problems)
+
+
+def test_the_cut_check_fails_on_a_long_line_and_a_wide_table_without_a_sticky_key(browser, tmp_path):
+    wide = "<table><tr>" + "".join(f"<td>column{i:02d}</td>" for i in range(60)) + "</tr></table>"
+    (tmp_path / "index.html").write_text(
+        '<div class="cell_output"><div class="output stream"><pre>' + "x" * 400 + "</pre></div>"
+        f'<div class="output text_html" style="overflow-x: auto">{wide}</div>'
+        '<div class="output stream"><pre>short</pre></div></div>'
+    )
+    context = browser.new_context(viewport={"width": 800, "height": 600})
+    try:
+        with _serve(tmp_path) as url:
+            page = context.new_page()
+            page.goto(url + "index.html", wait_until="load")
+            found = page.evaluate(_CUT_JS)
+    finally:
+        context.close()
+    assert [(table, keyed) for _, table, _, keyed in found] == [(False, False), (True, False)], found
