@@ -185,6 +185,8 @@ def test_every_image_output_is_captioned_with_its_artifacts_manifest_caption(sta
             assert f"<{book_gallery.artifact_label(artifact)}>`" in legend and "profile" in legend
             assert meta["mystnb"]["image"]["alt"] == entry["caption"]
             assert meta["mystnb"]["image"]["width"] == book_pages.display_width(out["data"]["image/png"])
+            size = out.get("metadata", {}).get("image/png", {})  # Jupyter's pixel size would win over that width
+            assert "width" not in size and "height" not in size, f"{name}: {artifact} keeps its pixel size {size}"
             assert "remove-input" in meta["tags"]  # its own cell: the caption belongs to this image only
 
 
@@ -238,6 +240,46 @@ def test_pandas_tables_lose_a_plain_index_and_padded_zeros_but_no_value():
     assert "<th>a</th>" in named  # an index that says something stays
     for text in re.findall(r"<td>([-\d.e+]+)</td>", html):
         assert float(text) in {56.3, 49.58, 100.0, 1e-16, 2e-15, 3e-3}
+
+
+def test_a_wide_printed_table_is_read_back_cell_for_cell_and_any_other_text_is_left_as_text():
+    frame = pd.DataFrame(
+        {"grid": ["update quality", "IsoCompute, 131,072 samples"], "S": [2048, 8192], "best": ["4 [4, 4]; 68%", ""]}
+    )
+    rows = book_tables.text_table_cells(frame.to_string(index=False))
+    assert rows == [
+        ["grid", "S", "best"],
+        ["update quality", "2048", "4 [4, 4]; 68%"],
+        ["IsoCompute, 131,072 samples", "8192", ""],
+    ]
+    html = book_tables.text_table_html(frame.to_string(index=False))
+    assert "<th>grid</th>" in html and "<td>IsoCompute, 131,072 samples</td>" in html and 'class="dataframe"' in html
+    assert book_tables.text_table_cells(frame.set_index("grid").to_string()) is None  # an index column: left as text
+    assert book_tables.text_table_cells("phase 1 ended at step 1200\nbands not shown flat: none\n") is None
+    assert book_tables.text_table_cells("one line only") is None
+
+
+def test_a_column_name_breaks_after_its_underscores_only():
+    assert book_tables.breakable("ci_low_seeds_prompts") == "ci_<wbr>low_<wbr>seeds_<wbr>prompts"
+    assert book_tables.breakable("mean") == "mean"
+    html = book_tables.tidy_html(pd.DataFrame({"pass1_se": [0.5]}).set_index(pd.Index(["a_b"]))._repr_html_())
+    assert "<th>pass1_<wbr>se</th>" in html and "<th>a_b</th>" in html  # the header row only
+
+
+def test_printed_tables_too_wide_for_the_column_become_html_tables_of_the_same_text(staged):
+    for name in _notebooks():
+        committed = [o for c in _committed(name).cells for o in c.get("outputs", [])]
+        staged_outputs = [o for c in _staged_notebook(staged, name).cells for o in c.get("outputs", [])]
+        for before, after in zip(committed, staged_outputs):
+            text = before.get("text", "") if before.get("output_type") == "stream" else ""
+            wide = len(text.partition("\n")[0]) > book_tables.WIDE_TEXT and book_tables.text_table_cells(text)
+            if wide:
+                assert after["output_type"] == "display_data" and after["data"]["text/plain"] == text, name
+                assert after["data"]["text/html"] == book_tables.text_table_html(text)
+            else:
+                assert after.get("output_type") == before.get("output_type"), name
+    notebook_04 = [o for c in _staged_notebook(staged, "04_laptop_rlvr").cells for o in c.get("outputs", [])]
+    assert sum("<th>best_<wbr>N_<wbr>cosine</th>" in o.get("data", {}).get("text/html", "") for o in notebook_04) == 1
 
 
 def test_the_explore_section_shows_its_screenshot_after_the_explore_cell(staged):

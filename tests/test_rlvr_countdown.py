@@ -357,6 +357,26 @@ def _frame():
     return pd.DataFrame(rows)
 
 
+def test_the_verdict_prints_as_wrapped_paragraphs_and_its_summary_keeps_the_columns_it_is_decided_by():
+    verdict = pd.DataFrame(
+        [{"budget": 1048576, "rates": "tuned", "comparison": "N512_lr0.0078125x - N16_lr0.5x", "mean": -0.007,
+          "ci_low_seeds_prompts": -0.025, "ci_high_seeds_prompts": 0.010, "seeds": 6, "direction": "no difference",
+          "p_value": 0.2, "sign_flip_p_two_sided": 0.3}] * 2
+    )  # fmt: skip
+    tuned = {n: p2.Tuning(grid=(best,), needs=(), best=best, scores={}) for n, best in ((16, 0.5), (512, 0.0078125))}
+    lines = sr.conclusion(verdict, tuned, {"finished": 148, "pending": 0})
+    text = sr.conclusion_text(verdict, tuned, {"finished": 148, "pending": 0})
+    shown = text.split("\n")
+    assert max(map(len, shown)) <= sr.TEXT_WIDTH < max(map(len, lines))
+    assert text.split() == " ".join(lines).split()  # the same words, only the line breaks differ
+    assert sum(not line.startswith(" ") for line in shown) == len(lines)  # one paragraph a sentence, then indented
+    assert "[-0.025, +0.010]" in text  # an interval is never broken
+    assert list(sr.verdict_summary(verdict).columns) == sr.VERDICT_SHOWN
+    assert sr.VERDICT_SHOWN[0] == "comparison" and "direction" in sr.VERDICT_SHOWN
+    said = sr.outside_text({"samples": 64, "held_out": 0.0, "held_out_se": 0.0, "train": 1.25e-4, "train_se": 6.2e-5})
+    assert "{" not in said and "64 samples" in said and "0.000125" in said and max(map(len, said.split("\n"))) <= 88
+
+
 def test_pass1_at_each_budget_is_the_first_evaluation_past_it_and_the_verdict_pairs_seeds(monkeypatch):
     frame = _frame()
     table = sr.at_budgets(frame, (65536, 131072))

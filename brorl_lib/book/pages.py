@@ -1,7 +1,9 @@
 """A committed notebook as a book page, its outputs unchanged in value: a banner saying which profile's execution
 the page shows and where the gallery holds the artifacts of ``figures/``; each figure output captioned with its
-artifact's manifest caption, alt text and width at the figure's size in inches; the parameters cell folded;
-``# NBVAL_*`` marker lines left out; pandas tables tidied (``book.tables``); the explore section's screenshot.
+artifact's manifest caption, alt text and width, a share of the text column from the figure's size in inches
+(Jupyter's pixel size left out, or it would win); the parameters cell folded;
+``# NBVAL_*`` marker lines left out; pandas tables tidied, a printed one too wide for the column as an HTML table
+(``book.tables``); the explore section's screenshot.
 """
 
 from __future__ import annotations
@@ -143,10 +145,8 @@ def banner(notebook: str, nb, recorded: dict) -> str:
     return "\n".join([f"```{{admonition}} {title}", f":class: {kind}", "", " ".join(lines), "```"])
 
 
-def display_width(png_base64: str) -> str | None:
-    """CSS width of a PNG, a share of the page's text column from its size in inches (its pixels over the dpi
-    its pHYs chunk records; ``PAGE_IN``), or None."""
-    data = base64.b64decode(png_base64)
+def png_width_in(data: bytes) -> float | None:
+    """The width in inches of the PNG ``data``: its pixels over the dpi its pHYs chunk records; None without one."""
     if data[:8] != b"\x89PNG\r\n\x1a\n" or data[12:16] != b"IHDR":
         return None
     width = struct.unpack(">I", data[16:20])[0]
@@ -156,7 +156,14 @@ def display_width(png_base64: str) -> str | None:
     per_metre, _, unit = struct.unpack(">IIB", data[at + 4 : at + 13])
     if unit != 1 or not per_metre:
         return None
-    return f"{min(100, round(100 * width / (per_metre * METRES_PER_INCH) / PAGE_IN))}%"
+    return width / (per_metre * METRES_PER_INCH)
+
+
+def display_width(png_base64: str) -> str | None:
+    """CSS width of a PNG, a share of the page's text column from its size in inches (``png_width_in``;
+    ``PAGE_IN``), or None."""
+    inches = png_width_in(base64.b64decode(png_base64))
+    return None if inches is None else f"{min(100, round(100 * inches / PAGE_IN))}%"
 
 
 def _is_image(output) -> bool:
@@ -188,6 +195,16 @@ def figure_metadata(output, entry: dict | None, artifact: str | None, notebook: 
     caption = entry.get("caption") or artifact
     image["alt"] = caption.replace("\n", " ")
     return {"figure": {"caption": f"{escape(caption)}\n\n{legend}", "name": f"{notebook}-{artifact}"}, "image": image}
+
+
+def shown_by_width(output) -> None:
+    """Drop the pixel size Jupyter records in an image output's metadata (half the PNG's pixels for a retina
+    figure): myst-nb puts it before the cell's, so the share of the column that ``figure_metadata`` gives would
+    never reach the page; the height follows the width."""
+    for mime, size in output.get("metadata", {}).items():
+        if mime.startswith("image/") and isinstance(size, dict):
+            size.pop("width", None)
+            size.pop("height", None)
 
 
 def figure_legend(ran: str | None, same: bool, artifact: str) -> str:
@@ -238,13 +255,16 @@ def caption_figures(nb, notebook: str, recorded: dict) -> None:
             same = entry is not None and not parameter_changes(defaults, ours, entry.get("parameters", {}))
             legend = figure_legend(ran, same, artifact) if entry else ""
             metadata.append(figure_metadata(out, entry, artifact, notebook, legend))
+            if metadata[-1]["image"].get("width"):
+                shown_by_width(out)
             named.add(artifact)
         cells += _split_figures(cell, metadata)
     nb.cells = cells
 
 
 def tidy_cells(nb) -> None:
-    """Fold the parameters cell, leave out ``# NBVAL_*`` lines and tidy pandas tables, in place."""
+    """Fold the parameters cell, leave out ``# NBVAL_*`` lines and tidy pandas tables (a printed one too wide for
+    the column shown as an HTML table), in place."""
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
@@ -256,10 +276,13 @@ def tidy_cells(nb) -> None:
             mystnb["code_prompt_show"] = f"Show the parameters cell ({count} parameters and their defaults)"
             mystnb["code_prompt_hide"] = "Hide the parameters cell"
         cell.source = _NBVAL.sub("", cell.source)
-        for out in cell.get("outputs", []):
+        for k, out in enumerate(cell.get("outputs", [])):
             html = out.get("data", {}).get("text/html")
             if html is not None:
                 out["data"]["text/html"] = tables.tidy_html(_text(html))
+            text = _text(out.get("text")) if out.get("output_type") == "stream" else ""
+            if len(text.partition("\n")[0]) > tables.WIDE_TEXT and (table := tables.text_table_html(text)):
+                cell.outputs[k] = nbformat.v4.new_output("display_data", data={"text/html": table, "text/plain": text})
 
 
 def screenshot_cell(notebook: str, image: str, profile: str | None) -> nbformat.NotebookNode:

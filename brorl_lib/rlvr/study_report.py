@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -260,6 +261,17 @@ def verdict(table: pd.DataFrame, p: p2.Phase2Settings, tuned: dict, root: Path, 
         lo, hi = out["ci_low_seeds_prompts"], out["ci_high_seeds_prompts"]
         out["direction"] = np.where(lo > 0, "higher", np.where(hi < 0, "lower", "no difference"))
     return out
+
+
+VERDICT_SHOWN = ["comparison", "rates", "budget", "mean", "ci_low_seeds_prompts", "ci_high_seeds_prompts", "seeds",
+                 "direction"]  # fmt: skip
+
+
+def verdict_summary(verdict_table: pd.DataFrame) -> pd.DataFrame:
+    """The verdict's columns a reader decides by (``VERDICT_SHOWN``): the comparison first, since it names the row,
+    its rates and budget, the mean difference with its 95% interval over seeds and prompts, the seeds and the
+    direction; the t test, the sign-flip test and the detectable difference stay in the full table."""
+    return verdict_table.reindex(columns=VERDICT_SHOWN)
 
 
 def isocompute(table: pd.DataFrame, tunings: dict) -> pd.DataFrame:
@@ -538,6 +550,36 @@ def conclusion(verdict_table: pd.DataFrame, verdict_t: dict, status: dict[str, i
             f"the held-out prompts -> {r['direction']}"
         )
     return lines
+
+
+TEXT_WIDTH = 88  # characters a printed line holds: the book's text column and a JupyterLab output (our choice)
+
+
+def wrapped(lines: list[str], width: int = TEXT_WIDTH) -> str:
+    """``lines`` as text at most ``width`` characters wide, each line a paragraph whose continuation is indented;
+    an interval in brackets is never broken."""
+
+    def fill(line: str) -> str:
+        kept = re.sub(r"\[[^\]]*\]", lambda m: m[0].replace(" ", "\0"), line)  # textwrap breaks at spaces only
+        return textwrap.fill(kept, width, subsequent_indent="    ", break_on_hyphens=False).replace("\0", " ")
+
+    return "\n".join(fill(line) for line in lines)
+
+
+def conclusion_text(verdict_table: pd.DataFrame, verdict_t: dict, status: dict[str, int]) -> str:
+    """The verdict's sentences (``conclusion``) as wrapped text, one paragraph each."""
+    return wrapped(conclusion(verdict_table, verdict_t, status))
+
+
+def outside_text(record: dict) -> str:
+    """The accepted mass outside the canonical answers at the plateau (``study.outside_check``) in a sentence."""
+    return wrapped(
+        [
+            f"accepted mass outside the canonical answers at the plateau ({record['samples']} samples a prompt): "
+            f"held-out prompts {record['held_out']:.3g} (standard error {record['held_out_se']:.2g}), training "
+            f"prompts {record['train']:.3g} (standard error {record['train_se']:.2g})"
+        ]
+    )
 
 
 NO_COMPARISON = (
