@@ -127,6 +127,13 @@ def table1_stops(arm_name: str) -> list[int]:
     return sorted(int(s) for s in rows["steps_added"])
 
 
+def reported_hours_per_step(arm_name: str) -> float:
+    """Hours per step of the paper's arm on its 64 GPUs: Table 1's longest row of that arm (reported)."""
+    t1 = paper.table1_arms()
+    longest = t1[t1["method"].str.lower() == arm_name].sort_values("steps_added").iloc[-1]
+    return float(longest["time_h"] / longest["steps_added"])
+
+
 def segment_stops(arm_name: str, last_step: int) -> list[int]:
     """Where a launch script ends a segment: the arm's Table 1 steps below ``last_step``, then ``last_step``.
     verl saves a checkpoint at a run's last step, so each Table 1 row gets a checkpoint to evaluate."""
