@@ -225,6 +225,7 @@ def test_both_arms_compose_validate_and_differ_exactly_where_they_should(compose
         "critic.ppo_mini_batch_size",
         "actor_rollout_ref.actor.optim.lr",
         "trainer.total_training_steps",
+        "trainer.save_freq",  # BroRL's at most 3 (configs.MAX_SAVE_FREQ)
         "trainer.experiment_name",
         "actor_rollout_ref.rollout.trace.experiment_name",
         "trainer.default_local_dir",
