@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from hang_limits import HANG_S
 
+from brorl_lib.core.paths import REPO_ROOT
 from brorl_lib.verl_recipe import data, record, report
 
 SLURM = record.RECORD_DIR / "slurm" / "run_arm.sh"
@@ -100,8 +101,12 @@ def test_readme_gpu_hours_are_the_plans():
     assert "| smoke, BroRL |" in rows[0]  # BroRL first
     for row in rows:
         assert row in readme
-    total = sum(smoke_h.values())
+    total = sum(smoke_h.values())  # validations included (smoke.arm_hours)
     assert f"(about {total:.1f} h, {total * 16:,.0f} GPU-hours, by the table above), BroRL first" in readme
+    front = (REPO_ROOT / "README.md").read_text()
+    assert f"(about {total:.1f} h, {total * 16:,.0f} GPU-hours by the plan, its validations included)" in front
+    docs = (REPO_ROOT / "docs" / "gpu-and-clusters.md").read_text()
+    assert f"smoke       # about {total:.1f} h on two 8-GPU nodes" in docs and f"(≈ {total:.1f} h with its four" in docs
 
 
 def test_a_dataset_pinned_by_commit_is_loaded_at_that_commit(monkeypatch):

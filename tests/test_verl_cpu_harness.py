@@ -141,12 +141,31 @@ def test_recipe_hands_the_guard_the_keys_verl_reads():
     assert sampler.custom_sampler.path == configs.SAMPLER_PATH == f"pkg://{guard.__name__}"
     assert sampler.custom_sampler.name == guard.BoundedReplayBuffer.__name__
     assert dict(sampler.sampler_kwargs) == {
+        "filter_groups_enable": cfg.algorithm.filter_groups.enable,
         "filter_groups_metric": cfg.algorithm.filter_groups.metric,
         "max_num_gen_batches": cfg.algorithm.filter_groups.max_num_gen_batches,
         "train_batch_size": cfg.data.train_batch_size,
         "max_inflight_gen_batches": cfg.algorithm.filter_groups.max_inflight_gen_batches,
         "sync_refill_failed_groups": cfg.trainer.v1.sampler.sync_refill_failed_groups,
     }
+
+
+def test_filter_groups_enable_false_turns_the_guards_filter_off_as_verls_buffer_does():
+    ov = record.profile_arms()["cpu/prorl"][1]
+    for enable, metric in (("true", "acc"), ("false", None)):
+        kwargs = dict(
+            configs.compose([*ov, f"algorithm.filter_groups.enable={enable}"]).trainer.v1.sampler.sampler_kwargs
+        )
+        buf = guard.BoundedReplayBuffer(
+            trainer_mode="sync",
+            trainer_config={},
+            max_off_policy_threshold=None,
+            max_off_policy_strategy="drop",
+            sampler_kwargs=kwargs,
+            refill_fn=lambda n: None,
+        )
+        batch = int(kwargs["train_batch_size"])
+        assert (buf.filter_groups_metric, buf.gen_batch_size) == (metric, 1 if metric else batch), enable
 
 
 def test_inflight_and_refill_keys_reach_the_guard_as_verl_gives_them_its_own_buffer():

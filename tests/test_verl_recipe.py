@@ -225,6 +225,7 @@ def test_both_arms_compose_validate_and_differ_exactly_where_they_should(compose
         "critic.ppo_mini_batch_size",
         "actor_rollout_ref.actor.optim.lr",
         "trainer.total_training_steps",
+        "trainer.save_freq",  # BroRL's at most 3 (configs.MAX_SAVE_FREQ)
         "trainer.experiment_name",
         "actor_rollout_ref.rollout.trace.experiment_name",
         "trainer.default_local_dir",
@@ -388,6 +389,9 @@ def test_launch_script_trains_in_stops_and_resumes_into_a_fresh_log_segment_each
     steps = [(p.parent / f"{p.name}.args").read_text().splitlines() for p in segments]
     assert [a[2 + len(ov)] for a in steps] == [f"trainer.total_training_steps={s}" for s in (107, 134, 150)]
     assert steps[1][:2] == ["-m", "verl.trainer.main_ppo"] and steps[1][2 : 2 + len(ov)] == ov
+    # validation before training on the first launch only, not again at each resumed stop
+    assert "trainer.val_before_train=true" in ov and "trainer.val_before_train=false" not in steps[0]
+    assert all(a[3 + len(ov)] == "trainer.val_before_train=false" for a in steps[1:])
     assert (
         f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH='{arm_dir}/logs/segment_001.jsonl'"
         in (steps[1])
@@ -552,9 +556,12 @@ def test_schedules_run_the_arms_one_after_the_other_or_side_by_side_on_half_the_
     s = report.schedule_table(plan).set_index("schedule")
     seq, side = s.loc[report.SEQUENTIAL], s.loc[report.SIDE_BY_SIDE]
     assert (seq.gpus_per_arm, side.gpus_per_arm) == (64, 32)
-    first = 173.8 / 191 * 64 / 16  # BroRL's first step of the smoke profile: Table 1's hours per step on 16 GPUs
-    smoke_h = 2 * first + 2 * 133.8 / 535 * 64 / 16  # two steps of each arm, BroRL first
-    assert report.smoke_hours() == pytest.approx({"brorl": 2 * first, "prorl": smoke_h - 2 * first})
+    step = 173.8 / 191 * 64 / 16  # BroRL's step in the smoke profile: Table 1's hours per step on 16 GPUs
+    val = 1564 * 16 / (36.5 * 16 / 64) / 3600  # one validation: the documented set at Table 2's N=16 throughput
+    first = val + step  # BroRL's first full step comes after the validation before training
+    brorl = 2 * step + 2 * val  # two steps and two validations of each arm, BroRL first
+    smoke_h = brorl + 2 * 133.8 / 535 * 64 / 16 + 2 * val
+    assert report.smoke_hours() == pytest.approx({"brorl": brorl, "prorl": smoke_h - brorl})
     assert list(report.smoke_hours()) == ["brorl", "prorl"]
     for row in (seq, side):  # the smoke first: BroRL's first full step long before ProRL's week ends
         assert (row.brorl_first_full_step_h, row.smoke_ends_h) == pytest.approx((first, smoke_h))

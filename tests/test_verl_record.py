@@ -93,8 +93,32 @@ def test_record_is_the_papers_arms_as_notebook_05_sets_them_by_default(generated
     composed = {arm: configs.compose((generated / arm / "overrides.txt").read_text().splitlines()) for arm in arms}
     lr = {arm: c.actor_rollout_ref.actor.optim.lr for arm, c in composed.items()}
     assert lr["brorl"] / lr["prorl"] == pytest.approx(8**0.5)
+    # a crash loses at most 3 BroRL steps (about 2.7 h on 64 GPUs), whatever save_freq the notebook asks
+    assert {arm: c.trainer.save_freq for arm, c in composed.items()} == {"prorl": cluster.save_freq, "brorl": 3}
+    few = dataclasses.replace(cluster, save_freq=2)
+    assert configs.save_freq(arms["brorl"], few) == configs.save_freq(arms["prorl"], few) == 2
     for arm, c in composed.items():  # config.yaml is the composition of overrides.txt
         assert (generated / arm / "config.yaml").read_text().endswith(configs.to_yaml(c))
+
+
+def test_readme_states_each_difference_from_the_public_prorlv2_recipes_with_its_source_file():
+    readme = (record.RECORD_DIR / "README.md").read_text()
+    table = readme[readme.index("## What differs from the paper") :]
+    rows = {  # difference -> what its row must cite: the recipe's file and the key it reads
+        "No learning-rate warmup": (
+            "grpo_math_1B.yaml",
+            "total_iters: 50",
+            "train_ppo_ray.py",
+            "--lr_warmup_ratio 0.03",
+        ),
+        "Rollout temperature 1.2": ("grpo_math_1B.yaml", "temperature: 1.0", "train_ppo_ray.py", "--temperature"),
+        "4 PPO mini-batches per step": ("--train_batch_size 1024", "train_global_batch_size: 512", "single update"),
+        "Clip-high 0.28": ("prorlv2.yaml", "0.27"),
+    }
+    for start, cited in rows.items():
+        (row,) = [ln for ln in table.splitlines() if ln.startswith(f"| {start}")]
+        assert all(c in row for c in cited), start
+    assert "per issue" not in readme and "taken from ProRLv2's public recipes" not in readme
 
 
 def _variables(script) -> dict[str, str]:

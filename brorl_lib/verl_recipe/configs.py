@@ -37,7 +37,9 @@ BASE_ARM = "prorl"  # the learning rate is given for this arm and scaled for the
 
 # --- values the BroRL paper omits (paper §3.1; docs/prorl-background.md#values-the-brorl-paper-omits) ---
 BASE_LR = 1e-6  # ProRLv2 public recipe (OpenRLHF train_prorlv2_math: actor lr 1e-6); ProRL v1 used 2e-6
-PPO_MINI_BATCHES = 4  # ProRL v1: batch 256 prompts, mini-batch 64, so 4 updates per rollout step
+# ProRL v1: batch 256 prompts, mini-batch 64, so 4 updates per rollout step (OpenRLHF's ProRLv2 script: 8; NeMo-RL's
+# prorlv2.yaml via grpo_math_1B.yaml: 1)
+PPO_MINI_BATCHES = 4
 CLIP_LOW = 0.20  # ProRLv2 (Notion): epsilon_low
 CLIP_HIGH = 0.28  # ProRLv2 (Notion): epsilon_high; NeMo RL prorlv2.yaml and OpenRLHF use 0.27, ProRL v1 0.4
 ADV_ESTIMATOR = "reinforce_plus_plus_baseline"  # ProRLv2: group-mean baseline, then global-batch normalisation
@@ -50,7 +52,7 @@ FILTER_METRIC = "acc"  # dynamic sampling drops groups whose acc is all 0 or all
 # Generation rounds a step may take before dynamic sampling gives up (DAPO's recipe: max_num_gen_batches 10).
 # verl 0.9.1's V1 trainer ignores the key; guard.py (loaded by the launch scripts) enforces it.
 MAX_GEN_BATCHES = 10
-TEMPERATURE = 1.2  # ProRL v1 rollout temperature; ProRLv2 does not state its own
+TEMPERATURE = 1.2  # ProRL v1 rollout temperature; ProRLv2 states none, its public recipes sample at 1.0
 VAL_TEMPERATURE: float = paper.setting("eval_temperature")  # BroRL App. D (as ProRL's evaluation)
 VAL_TOP_P: float = paper.setting("eval_top_p")  # BroRL App. D
 VAL_SAMPLES: int = paper.setting("eval_samples_per_instance")  # BroRL App. D (here at the training length, not 32k)
@@ -71,15 +73,16 @@ MATH_VERIFY_BACKEND = "pool"  # see rewards.py: verl's process pool, safe in ver
 MODEL_REVISION = "c62ac5e70bd578a9235aa9d8e11fff2f1f63d4a0"
 # Dynamic sampling's round cap through verl's custom-sampler hook (guard.py), loaded in the trainer only.
 # verl hands a custom sampler none of the settings it gives its own buffer (trainer_base.py::_build_replay_buffer),
-# so the sampler gets each as an interpolation of the key verl reads: the filter's metric and round cap, the
-# batch size, algorithm.filter_groups.max_inflight_gen_batches and trainer.v1.sampler.sync_refill_failed_groups
-# (without them those two keys would do nothing).
+# so the sampler gets each as an interpolation of the key verl reads: whether the filter is on, its metric and round
+# cap, the batch size, algorithm.filter_groups.max_inflight_gen_batches and trainer.v1.sampler.sync_refill_failed_groups
+# (without them algorithm.filter_groups.enable=false and those two keys would do nothing).
 SAMPLER_PATH = "pkg://brorl_lib.verl_recipe.guard"
 SAMPLER_NAME = "BoundedReplayBuffer"
 _SAMPLER_KWARGS = "trainer.v1.sampler.sampler_kwargs"
 SAMPLER_OVERRIDES = (
     f"trainer.v1.sampler.custom_sampler.path={SAMPLER_PATH}",
     f"trainer.v1.sampler.custom_sampler.name={SAMPLER_NAME}",
+    f"+{_SAMPLER_KWARGS}.filter_groups_enable=${{algorithm.filter_groups.enable}}",
     f"+{_SAMPLER_KWARGS}.filter_groups_metric=${{algorithm.filter_groups.metric}}",
     f"+{_SAMPLER_KWARGS}.max_num_gen_batches=${{algorithm.filter_groups.max_num_gen_batches}}",
     f"+{_SAMPLER_KWARGS}.train_batch_size=${{data.train_batch_size}}",
@@ -96,6 +99,9 @@ STORAGE_MULTIPLE = 3
 # succeeds), and the launch scripts train in stops at the steps of the arm's Table 1 rows, so the checkpoint
 # each stop ends with survives: those rows can be evaluated. About 21 GB each for the 1.5B model.
 MAX_CKPT_TO_KEEP = 1
+# The most steps a crash can lose, per arm, whatever Cluster.save_freq asks (our choice): a BroRL step is about 55 min
+# on 64 GPUs (Table 1: 173.8 h / 191), so 3 steps are about 2.7 h or 175 GPU-hours, as ProRL's default 10 (2.5 h).
+MAX_SAVE_FREQ = {"brorl": 3}
 
 # A run's name is one folder name under data/runs/verl and build/verl: never ".", ".." or a path.
 RUN_NAME = {
@@ -125,6 +131,13 @@ def table1_stops(arm_name: str) -> list[int]:
     if rows.empty:
         raise ValueError(f"arm={arm_name!r} is not allowed: Table 1 has rows for {sorted(PAPER_ARMS)}")
     return sorted(int(s) for s in rows["steps_added"])
+
+
+def reported_hours_per_step(arm_name: str) -> float:
+    """Hours per step of the paper's arm on its 64 GPUs: Table 1's longest row of that arm (reported)."""
+    t1 = paper.table1_arms()
+    longest = t1[t1["method"].str.lower() == arm_name].sort_values("steps_added").iloc[-1]
+    return float(longest["time_h"] / longest["steps_added"])
 
 
 def segment_stops(arm_name: str, last_step: int) -> list[int]:
@@ -180,6 +193,11 @@ class Cluster(NotebookConfig):
         ):
             if "'" in value or "\\" in value:
                 raise ValueError(f"{name}={value!r} is not allowed: no quotes or backslashes in paths")
+
+
+def save_freq(arm: Arm, cluster: Cluster) -> int:
+    """``cluster.save_freq``, at most the arm's ``MAX_SAVE_FREQ``."""
+    return min(cluster.save_freq, MAX_SAVE_FREQ.get(arm.name, cluster.save_freq))
 
 
 def hydra_value(text: str) -> str:
@@ -255,7 +273,7 @@ def overrides(arm: Arm, base: Arm, cluster: Cluster) -> list[str]:
         f"trainer.total_training_steps={arm.steps}",
         "trainer.total_epochs=100000",  # the step count ends the run, never the epochs
         f"trainer.test_freq={cluster.test_freq}",
-        f"trainer.save_freq={cluster.save_freq}",
+        f"trainer.save_freq={save_freq(arm, cluster)}",
         f"trainer.max_actor_ckpt_to_keep={MAX_CKPT_TO_KEEP}",
         "trainer.val_before_train=true",
         "trainer.resume_mode=auto",

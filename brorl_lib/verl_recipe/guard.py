@@ -16,7 +16,8 @@ verl loads it through its supported hook, ``trainer.v1.sampler.custom_sampler.{p
 the filter's metric, the batch sizes, ``algorithm.filter_groups.max_inflight_gen_batches`` nor
 ``trainer.v1.sampler.sync_refill_failed_groups``, so the recipe passes them in ``trainer.v1.sampler.sampler_kwargs``
 as interpolations of the keys verl itself reads (``configs.SAMPLER_OVERRIDES``); the values are then exactly what
-verl's built-in buffer would have been given, and both keys act as verl documents them.
+verl's built-in buffer would have been given, and both keys act as verl documents them; so does
+``algorithm.filter_groups.enable=false``, which turns the filter off here as in verl's own buffer.
 """
 
 from __future__ import annotations
@@ -47,7 +48,9 @@ class BoundedReplayBuffer(ReplayBuffer):
 
     def __init__(self, *, sampler_kwargs, **kwargs):
         options = dict(sampler_kwargs or {})
+        enabled = bool(options.pop("filter_groups_enable", True))  # algorithm.filter_groups.enable
         metric = options.pop("filter_groups_metric", None)
+        metric = metric if enabled else None  # off: no filter, one round of the step's own prompts (verl's rule)
         self.max_rounds = int(options.pop("max_num_gen_batches", 0) or 0)
         train_batch_size = int(options.pop("train_batch_size"))
         inflight = int(options.pop("max_inflight_gen_batches", 1) or 1)

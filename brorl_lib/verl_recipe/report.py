@@ -365,20 +365,15 @@ PLAN_BASIS = (
 )
 
 
-def reported_hours_per_step(arm_name: str) -> float:
-    """Hours per step of the paper's arm on its 64 GPUs: Table 1's longest row of that arm (reported)."""
-    t1 = paper.table1_arms()
-    longest = t1[t1["method"] == ARM_LABELS[arm_name]].sort_values("steps_added").iloc[-1]
-    return float(longest["time_h"] / longest["steps_added"])
+reported_hours_per_step = configs.reported_hours_per_step  # Table 1's hours per step of an arm (reported)
 
 
 def smoke_hours(settings: smoke.SmokeSettings | None = None) -> dict[str, float]:
     """Estimated hours of the smoke profile per arm, in the order it runs them (``smoke.ORDER``, BroRL first): its
-    steps at the paper's batch and response length, Table 1's hours per step scaled linearly from the paper's
-    64 GPUs to the smoke's (our assumption)."""
+    steps and its validations (``smoke.arm_hours``: Table 1's hours per step and Table 2's generation throughput,
+    scaled linearly from the paper's 64 GPUs to the smoke's, our assumption)."""
     settings = settings or smoke.SmokeSettings()
-    gpus = settings.nnodes * settings.n_gpus_per_node
-    return {a: settings.steps * reported_hours_per_step(a) * PAPER_GPUS / gpus for a in smoke.ORDER}
+    return {a: smoke.arm_hours(a, settings) for a in smoke.ORDER}
 
 
 def plan_table(cfg: VerlTrainingConfig) -> pd.DataFrame:
@@ -426,9 +421,9 @@ def plan_table(cfg: VerlTrainingConfig) -> pd.DataFrame:
 
 
 SCHEDULE_BASIS = (
-    "the smoke profile first (BroRL's steps, then ProRL's, on its nodes) and each arm's expected hours from the "
-    "plan (Table 1's hours per step, reported, scaled linearly), and on half the GPUs twice those hours (linear "
-    "scaling, our assumption)"
+    "the smoke profile first (BroRL's steps and validations, then ProRL's, on its nodes) and each arm's expected "
+    "hours from the plan (Table 1's hours per step, reported, scaled linearly), and on half the GPUs twice those "
+    "hours (linear scaling, our assumption)"
 )
 SEQUENTIAL, SIDE_BY_SIDE = "one after the other", "side by side"
 
@@ -445,7 +440,7 @@ def _schedule_row(schedule: str, gpus_per_arm: int, ends: dict[str, float], gpus
     return {
         "schedule": schedule,
         "gpus_per_arm": gpus_per_arm,
-        "brorl_first_full_step_h": before + hours["brorl"] / smoke.SmokeSettings().steps,
+        "brorl_first_full_step_h": before + smoke.launch_hours("brorl", smoke.SmokeSettings())[0],
         "smoke_ends_h": smoke_end,
         **{f"{arm}_ends_h": h for arm, h in ends.items()},
         "wall_hours": wall,

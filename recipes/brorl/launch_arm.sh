@@ -14,8 +14,9 @@
 #   DATA_DIR    folder holding train.parquet and val.parquet (notebook 05 writes them)
 #   CKPT_DIR    folder for verl's checkpoints; each arm's go to $CKPT_DIR/<arm>
 #   RUN_DIR     optional: the arm's folder (config, logs) is $RUN_DIR/<arm>
-# Each launch of verl resumes from the newest checkpoint (trainer.resume_mode=auto in the overrides) and
-# logs to the next segment file, logs/segment_NNN.jsonl (verl's file logger truncates its file on open).
+# Each launch of verl resumes from the newest checkpoint (trainer.resume_mode=auto in the overrides), validates
+# before training only when it starts from step 0, and logs to the next segment file, logs/segment_NNN.jsonl
+# (verl's file logger truncates its file on open).
 # A stop already checkpointed is skipped. Extra Hydra overrides given to launch.sh follow the arm's.
 set -euo pipefail
 RECIPE_DIR="$(cd "$(dirname "${BASH_SOURCE[1]}")" && pwd)"
@@ -56,7 +57,11 @@ for STOP in $STOPS; do
   for var in $RAY_ENV; do
     ray_env+=("+ray_kwargs.ray_init.runtime_env.env_vars.$var='${!var}'")
   done
+  # validation before training only from step 0: a resumed launch starts where the launch before it ended (it
+  # validated its last step) or between two validation points (trainer.test_freq)
+  resumed=()
+  (( DONE == 0 )) || resumed=("trainer.val_before_train=false")
   echo "[brorl] arm $ARM, steps $DONE to $STOP, segment $SEGMENT, log $LOG_FILE"
-  "$PYTHON" -m verl.trainer.main_ppo "${overrides[@]}" trainer.total_training_steps="$STOP" "${ray_env[@]}" "$@" \
-    2>&1 | tee -a "$ARM_DIR/console.log"
+  "$PYTHON" -m verl.trainer.main_ppo "${overrides[@]}" trainer.total_training_steps="$STOP" ${resumed[@]+"${resumed[@]}"} \
+    "${ray_env[@]}" "$@" 2>&1 | tee -a "$ARM_DIR/console.log"
 done
