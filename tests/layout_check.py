@@ -30,7 +30,7 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.collections import LineCollection, PathCollection, PolyCollection
-from matplotlib.colors import to_rgb
+from matplotlib.colors import to_rgba
 from matplotlib.container import Container
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
@@ -155,40 +155,53 @@ def covers(box: Bbox, data: tuple[np.ndarray, list], pad: float) -> bool:
 
 
 # --- the findings ---
-def axis_spans(ax, renderer=None) -> list[str]:
-    """Each axis of the drawn ``ax`` more than ``MAX_AXIS_SPAN`` times as long, on screen, as what it shows: its
-    data and the texts at data points, inside its limits, with zero when the axis holds it and its limits when they
-    are one of ``WHOLE_SCALES``; an axis with no data, or one value, is not judged."""
+def _data_coords(ax, renderer) -> np.ndarray:
+    """What ``ax`` shows, in its data coordinates: its data and bar corners and the texts placed at data points."""
     points, bars = data_points(ax)
     at_data = [t for t in shown(ax.texts) if (t.xycoords if isinstance(t, Annotation) else None) == "data"]
     at_data += [t for t in shown(ax.texts) if not isinstance(t, Annotation) and t.get_transform() == ax.transData]
     corners = [c for b in bars + boxes(at_data, renderer) for c in ((b.x0, b.y0), (b.x1, b.y1))]
-    data = np.r_[points, np.reshape(corners, (-1, 2))]
+    shown_px = np.r_[points, np.reshape(corners, (-1, 2))]
+    coords = ax.transData.inverted().transform(shown_px) if len(shown_px) else shown_px.reshape(-1, 2)
+    for line in ax.lines:  # a reference line (a gate, a threshold) shows its value on its axis too
+        if line.get_visible() and line.get_transform() in (ax.get_yaxis_transform(), ax.get_xaxis_transform()):
+            k = 1 if line.get_transform() == ax.get_yaxis_transform() else 0
+            value = np.asarray(line.get_ydata() if k else line.get_xdata(), dtype=float)[:1]
+            coords = np.r_[coords, [[np.nan, value[0]] if k else [value[0], np.nan]]]
+    return coords
+
+
+def axis_spans(ax, renderer=None) -> list[str]:
+    """Each axis of the drawn ``ax`` more than ``MAX_AXIS_SPAN`` times as long, on screen, as what it shows: its
+    data and the texts at data points (of every panel sharing the axis: a shared scale is set by them all), inside
+    its limits, with zero when the axis holds it and its limits when they are one of ``WHOLE_SCALES``; an axis with
+    no data, or one value, is not judged."""
     area, found = ax.get_window_extent(renderer), []
     for k, which, axis in ((0, "x", ax.xaxis), (1, "y", ax.yaxis)):
-        low, high = (area.x0, area.x1) if k == 0 else (area.y0, area.y1)
-        values = np.clip(data[(data[:, k] >= low - 1) & (data[:, k] <= high + 1), k], low, high)
-        if values.size == 0 or np.ptp(values) < 1:
-            continue
+        group = (ax.get_shared_x_axes() if k == 0 else ax.get_shared_y_axes()).get_siblings(ax)
+        values = np.concatenate([_data_coords(a, renderer)[:, k] for a in group if a.get_visible()] or [[]])
+        limits = sorted(ax.get_xlim() if k == 0 else ax.get_ylim())
+        values = values[np.isfinite(values) & (values >= limits[0]) & (values <= limits[1])]
+        if len(values) < 2 or np.ptp(values) <= 1e-12 * max(1.0, float(np.abs(values).max())):
+            continue  # no data, or one value: not judged
         if axis.get_scale() == "linear":
-            limits = sorted(ax.get_xlim() if k == 0 else ax.get_ylim())
-            refs = ([0.0] if limits[0] <= 0 <= limits[1] else []) + (
-                limits if any(np.allclose(limits, whole) for whole in WHOLE_SCALES) else []
-            )
-            other = (ax.get_ylim() if k == 0 else ax.get_xlim())[0]
-            if refs:
-                base = ax.transData.transform([(r, other) if k == 0 else (other, r) for r in refs])[:, k]
-                values = np.r_[values, base[(base >= low - 1) & (base <= high + 1)]]
-        span = (high - low) / max(np.ptp(values), 1e-9)
+            values = np.r_[values, [0.0] if limits[0] <= 0 <= limits[1] else []]
+            if any(np.allclose(limits, whole) for whole in WHOLE_SCALES):
+                values = np.r_[values, limits]
+        other = (ax.get_ylim() if k == 0 else ax.get_xlim())[0]
+        px = ax.transData.transform([(v, other) if k == 0 else (other, v) for v in values])[:, k]
+        low, high = (area.x0, area.x1) if k == 0 else (area.y0, area.y1)
+        span = (high - low) / max(np.ptp(np.clip(px, low, high)), 1e-9)
         if span > MAX_AXIS_SPAN:
             found.append(f"the {which} axis spans {span:.1f} times what it shows")
     return found
 
 
 def _rgb(colour) -> tuple | None:
+    """A colour as the eye tells it (a shade's transparency too)."""
     if colour is None or isinstance(colour, str) and colour.lower() == "none":
         return None
-    return tuple(np.round(to_rgb(colour), 2))
+    return tuple(np.round(to_rgba(colour), 2))
 
 
 def _look(handle) -> tuple:
@@ -219,7 +232,7 @@ def legend_problems(legend, where: str) -> list[str]:
     found = [f"{where}: legend entries {labels[i]!r} and {labels[j]!r} look alike"
              for i in range(len(looks)) for j in range(i + 1, len(looks)) if looks[i] == looks[j]]  # fmt: skip
     found += [f"{where}: legend entry {label!r} is too pale on white" for label, look in zip(labels, looks)
-              if look[0] in ("line", "points") and look[1] and _contrast(look[1]) < MIN_CONTRAST]  # fmt: skip
+              if look[0] in ("line", "points") and look[1] and _contrast(look[1][:3]) < MIN_CONTRAST]  # fmt: skip
     return found
 
 

@@ -23,11 +23,16 @@ def _is_missing(value) -> bool:
         return False
 
 
-def shown_table(df: pd.DataFrame, float_format: str = "{:.4g}") -> pd.DataFrame:
-    """``df`` as a table shows it: every float (in float columns and among other values) through ``float_format``,
-    a missing value as ``MISSING``; other values as they are. For display only (``save_table`` shows its files'
-    cells with it; a notebook shows a frame with ``display(shown_table(frame))``): compute on ``df``."""
-    fmt = float_format.format
+def _readable(value: float) -> str:
+    """4 significant digits; a large number written out with thousands' commas (15,971, not 1.597e+04)."""
+    return f"{value:,.0f}" if 1e4 <= abs(value) < 1e15 else f"{value:.4g}"
+
+
+def shown_table(df: pd.DataFrame, float_format: str | None = None) -> pd.DataFrame:
+    """``df`` as a table shows it: every float (in float columns and among other values) through ``float_format``
+    (default ``_readable``), a missing value as ``MISSING``; other values as they are. For display only
+    (``save_table`` shows its files' cells with it; a notebook shows ``display(shown_table(frame))``)."""
+    fmt = float_format.format if float_format else _readable
 
     def one(value):
         if _is_missing(value):

@@ -1,14 +1,7 @@
-"""One palette with meaning, for every figure: a fixed colour per arm and per N (rollouts per prompt).
-
-The colours are seaborn's colour-blind palette. ProRL and N=16 share one colour, BroRL and N=512 another,
-so the paper's two arms read the same whether a figure names them by method or by N; every other N up to
-512 has its own fixed colour, and any other N a blue-grey shade from its place on a log scale, darker for
-larger N (the same N, the same shade: the simulator's largest N nearly black). A control arm is drawn in its
-own N's colour with a dash and a marker of its own (``control``), a learning-rate variant as a tint of its
-arm's colour (``tint``), so each reads as its N. Series with no arm meaning (k, p, configurations)
-take colours that no arm and no N has (``SERIES``, from Paul Tol's muted scheme), and so do a gain and a loss
-(``GOOD``, ``BAD``). Reference lines and annotations are grey (``INK``, ``RULE``).
-"""
+"""One palette with meaning (seaborn's colour-blind colours): ProRL and N=16 share one colour, BroRL and N=512
+another, every other N a fixed colour or a blue-grey darker with log N; a control or variant takes its N's colour
+with a dash, marker and hatch of its own; series with no arm meaning take Paul Tol's muted colours (``SERIES``),
+guides grey (``INK``, ``RULE``)."""
 
 from __future__ import annotations
 
@@ -21,26 +14,13 @@ from matplotlib.colors import to_hex, to_rgb
 BASE = tuple(sns.color_palette("colorblind").as_hex())  # 10 colours: blue, orange, green, vermillion, ...
 BLUE, ORANGE, GREEN, VERMILLION, PINK, BROWN, ROSE, GREY, YELLOW, SKY = BASE
 
-ARMS = {
-    "ProRL": ORANGE,  # N=16, the paper's step-scaled arm
-    "BroRL": BLUE,  # N=512, the paper's rollout-scaled arm
-}
-N_COLOURS = {  # every N a shipped profile draws (our choice of which colour goes with which N)
-    4: GREEN,
-    8: PINK,
-    16: ARMS["ProRL"],
-    32: BROWN,
-    64: SKY,
-    128: VERMILLION,
-    256: YELLOW,
-    512: ARMS["BroRL"],
-}
+ARMS = {"ProRL": ORANGE, "BroRL": BLUE}  # N=16, the step-scaled arm; N=512, the rollout-scaled arm
+# every N a shipped profile draws (our choice of which colour goes with which N)
+N_COLOURS = {4: GREEN, 8: PINK, 16: ORANGE, 32: BROWN, 64: SKY, 128: VERMILLION, 256: YELLOW, 512: BLUE}
 SHADE_TOP_N = 2**16  # N at which the blue-grey shades of other N reach their darkest (our choice)
 
 
-class Style(NamedTuple):
-    """How one arm is drawn: colour, line style, marker, bar hatch."""
-
+class Style(NamedTuple):  # how one arm is drawn
     colour: str
     dash: object
     marker: str

@@ -1,15 +1,7 @@
-"""Figures in the style in force (``figures.styles``: the paper's unless a run asks for another) and
-``save_figure`` (PDF + PNG [+ SVG] + CSV, byte-stable).
-
-``new_figure`` is ``plt.subplots`` at one column or the full text width of the style in force, laid out by
-matplotlib's constrained layout. Nothing is re-flowed, re-wrapped or regrown after a figure function returns:
-each function writes its own line breaks, legend place and arrangement for the presets it is drawn in
-(``panels_across`` tells it how many panels a row the style's width holds). The check of the result is the
-tests' (``BRORL_LAYOUT_CHECK`` names it: ``make nbval`` runs tests/layout_check.py on every figure in every preset).
-
-Figure functions are wrapped in ``core.precision.rounded_inputs`` and ``save_figure`` writes the CSV from
-``core.precision.rounded``: the figure and its CSV hold the same numbers, rounded far above last-bit noise.
-"""
+"""``new_figure`` (``plt.subplots`` a column or the text wide in the style in force, constrained layout) and
+``save_figure`` (PDF + PNG [+ SVG] + CSV, byte-stable). Nothing re-flows or regrows a figure after its function
+returns: each writes its own line breaks, legends and arrangement for the presets (``panels_across``); the check
+is the tests' (tests/layout_check.py, every figure in every preset under ``make nbval``)."""
 
 from __future__ import annotations
 
@@ -27,7 +19,6 @@ from brorl_lib.core.artifacts import Saved, check_artifact, record_artifact, sta
 from brorl_lib.core.paths import output_dir
 from brorl_lib.core.precision import rounded
 from brorl_lib.figures import styles
-from brorl_lib.figures.styles import FigureStyle
 
 GOLDEN = 0.618
 PANEL_EM = 16.0  # a panel at least 16 ems of the style's type wide: room for tick labels, a label, a title (ours)
@@ -36,8 +27,7 @@ LAYOUT_CHECK_ENV = "BRORL_LAYOUT_CHECK"  # a module whose check(...) every saved
 _STAMP_GID = "brorl-provenance"
 
 
-def _inline_at_print_resolution() -> None:
-    """In a Jupyter kernel, inline figures as PNG at twice ``figure.dpi`` (220 dpi), shown at their size."""
+def _inline_at_print_resolution() -> None:  # in a Jupyter kernel, inline PNGs at twice figure.dpi (220 dpi)
     try:
         from IPython import get_ipython
         from matplotlib_inline.backend_inline import set_matplotlib_formats
@@ -56,9 +46,7 @@ def pt(size: float) -> float:
     return size if scale == 1.0 else round(size * scale, 2)
 
 
-def style_of(fig: mpl.figure.Figure) -> FigureStyle:
-    """The style ``fig`` was drawn in (the style in force for a figure made elsewhere)."""
-    return styles.drawn_in(fig)
+style_of = styles.drawn_in  # the style a figure was drawn in
 
 
 def panels_across(width: str = "full", panel_em: float = PANEL_EM) -> int:
@@ -105,8 +93,7 @@ def new_canvas(width: str, height_in: float, **kwargs) -> mpl.figure.Figure:
     return fig
 
 
-def stamps_shown() -> bool:
-    """Whether figures carry their provenance stamp in the image (``BRORL_FIGURE_STAMP``, default yes)."""
+def stamps_shown() -> bool:  # the provenance stamp in the image (BRORL_FIGURE_STAMP, default yes)
     return os.environ.get(styles.STAMP_ENV, "1").strip().lower() not in ("0", "no", "false", "off")
 
 
@@ -142,11 +129,10 @@ def layout_check() -> Callable | None:
 
 
 # --- writing ---
-def _metadata(fmt: str, style: FigureStyle, extra: dict | None = None) -> dict:
+def _metadata(fmt: str, style: styles.FigureStyle, extra: dict | None = None) -> dict:
     """Fixed metadata (no dates: the same figure gives the same bytes); a styled file records its style."""
-    styled = not style.is_default
+    styled, extra = not style.is_default, dict(extra or {})
     tool = f"brorl_lib; style {style.label}" if styled else "brorl_lib"
-    extra = dict(extra or {})
     if fmt == "pdf":
         return {"CreationDate": None, "ModDate": None, "Creator": tool, **extra}
     if fmt == "png":
@@ -178,14 +164,9 @@ def save_figure(
     basis: str = "",
     depends_on: tuple[str, ...] | None = None,
 ) -> Saved:
-    """Write ``name``.pdf/.png (and .svg when the run asks: ``figures.styles.formats``) with fixed metadata (same
-    data, same bytes) and the data as ``name``.csv, its floats rounded by ``core.precision.rounded`` (10
-    significant digits unless the frame declares otherwise).
-
-    The provenance class is stamped on the figure and recorded with the caption for the manifest; a run with
-    parameters other than its profile's is stamped ``variant`` with the changed ones (``core.variants``);
-    an ``estimate`` names its ``basis``. ``depends_on``: the only parameters the figure depends on (``()``: none,
-    an analytic curve, whose class no parameter changes; ``core.variants.classify``)."""
+    """Write ``name``.pdf/.png (.svg when asked) with fixed metadata and the data as ``name``.csv (rounded by
+    ``core.precision.rounded``), the provenance class stamped (``variant`` with the changed parameters,
+    ``core.variants``; ``depends_on``: the only parameters it depends on) and recorded for the manifest."""
     from brorl_lib.core import variants
 
     check_artifact(name, provenance, basis)

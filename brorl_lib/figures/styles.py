@@ -1,13 +1,6 @@
-"""Figure styles: named presets or a user's own ``.mplstyle`` file, and the style figures are drawn in now.
-
-A style is matplotlib's rcParams and its medium's sizes in inches: ``column`` (a one-column figure's width),
-``full`` (the text width) and ``height`` (the tallest a figure may be: the text's or the slide's). ``paper``
-(``paper.mplstyle`` beside this module) is what ``figures/`` is made with; the other presets take a venue's
-widths and type sizes from tueplots. ``resolve(text)`` reads a preset name or a style file and refuses bad
-input (an unknown name, a malformed file, a font this machine lacks) naming the flag, before anything runs.
-The pipeline hands the chosen style to a notebook's kernel in ``BRORL_FIGURE_STYLE`` (extra formats in
-``BRORL_FIGURE_FORMATS``); ``active()`` is ``using(style)``'s if set, else the environment's, else ``paper``.
-"""
+"""Figure styles: presets (``paper``, what ``figures/`` holds, from ``paper.mplstyle``; venues' sizes from tueplots)
+or a user's ``.mplstyle`` file (``resolve``), each with its medium's widths and height in inches, and the style in
+force (``active``: ``using``'s, else ``BRORL_FIGURE_STYLE``'s, which the pipeline sets, else ``paper``)."""
 
 from __future__ import annotations
 
@@ -21,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib as mpl
-from matplotlib import font_manager
 from tueplots import figsizes, fontsizes
+
+from brorl_lib.core.style_files import check_fonts, read_style_file, sizes
 
 STYLE_ENV = "BRORL_FIGURE_STYLE"  # a preset name or the absolute path of a style file
 STAMP_ENV = "BRORL_FIGURE_STAMP"  # "0": no provenance stamp in the image (class kept in metadata and caption)
@@ -32,12 +26,6 @@ PAPER_FONT_PT = 8.0  # the paper preset's type size: every size a figure functio
 PAPER_STYLE_FILE = Path(__file__).with_name("paper.mplstyle")
 TEXT_HEIGHT_IN = 9.0  # a page's text height: US letter with 1-in margins (our choice for the paper media)
 SLIDE_HEIGHT_IN = 3.54  # a 16:9 beamer frame (160 x 90 mm)
-_NOT_STYLE = {  # rcParams that are no part of a look (matplotlib ignores them in style files too): refused
-    *"backend backend_fallback interactive toolbar timezone date.epoch figure.max_open_warning".split(),
-    *"figure.raise_window savefig.directory tk.window_focus docstring.hardcopy".split(),
-    *"webagg.port webagg.address webagg.port_retries webagg.open_in_browser".split(),
-}
-WIDTH_RANGE_IN, FONT_RANGE_PT = (1.0, 30.0), (4.0, 40.0)  # bounds for a style file (our choices)
 
 
 @dataclass(frozen=True)
@@ -53,70 +41,16 @@ class FigureStyle:
     path: str = ""
     sha256: str = ""
 
-    @property
-    def font_pt(self) -> float:
-        return float(self.rc["font.size"])
-
-    @property
-    def scale(self) -> float:
-        """This style's type size over the paper's: sizes written for the paper are multiplied by it."""
-        return self.font_pt / PAPER_FONT_PT
+    font_pt = property(lambda self: float(self.rc["font.size"]))
+    scale = property(lambda self: self.font_pt / PAPER_FONT_PT)  # what sizes written for the paper are multiplied by
 
     def width(self, kind: str) -> float:
         if kind not in ("column", "full"):
             raise ValueError(f"width={kind!r} is not allowed: choose 'column' or 'full'")
         return self.column_in if kind == "column" else self.full_in
 
-    @property
-    def label(self) -> str:
-        """What files and the manifest record: the preset's name, or the file's name and content hash."""
-        return f"{Path(self.path).name} (sha256 {self.sha256[:12]})" if self.path else self.name
-
-    @property
-    def is_default(self) -> bool:
-        return self.name == DEFAULT and not self.path
-
-
-def _strip_comment(line: str) -> str:
-    """The line without its ``#`` comment (a ``#`` inside quotes, e.g. a colour, stays)."""
-    quote = None
-    for i, ch in enumerate(line):
-        if ch in "\"'" and quote in (None, ch):
-            quote = None if quote else ch
-        elif ch == "#" and quote is None:
-            return line[:i]
-    return line
-
-
-def read_style_file(path: Path, flag: str = "--style") -> dict[str, object]:
-    """The rcParams a ``.mplstyle`` file sets, each checked by matplotlib's own validator; a ValueError naming
-    ``flag``, the file and the line for anything matplotlib would ignore or refuse."""
-    if not path.is_file():
-        raise ValueError(f"{flag} {path}: no such style file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise ValueError(f"{flag} {path}: cannot read the style file ({type(err).__name__}: {err})") from None
-    rc: dict[str, object] = {}
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = _strip_comment(raw).strip()
-        if not line:
-            continue
-        where = f"{flag} {path} line {number} ({raw.strip()!r})"
-        key, sep, value = (part.strip() for part in line.partition(":"))
-        if not sep or not key:
-            raise ValueError(f"{where}: expected 'key: value', as in matplotlib's style files")
-        if key not in mpl.rcParams:
-            raise ValueError(f"{where}: {key!r} is not a matplotlib setting (rcParams)")
-        if key in _NOT_STYLE:
-            raise ValueError(f"{where}: {key!r} is not part of a figure's look; remove it")
-        try:
-            rc[key] = mpl.rcParams.validate[key](value[1:-1] if value[:1] == value[-1:] == '"' else value)
-        except (ValueError, TypeError) as err:
-            raise ValueError(f"{where}: {err}") from None
-    if not rc:
-        raise ValueError(f"{flag} {path}: the style file sets nothing (expected lines such as 'font.size: 9')")
-    return rc
+    label = property(lambda self: f"{Path(self.path).name} (sha256 {self.sha256[:12]})" if self.path else self.name)
+    is_default = property(lambda self: self.name == DEFAULT and not self.path)
 
 
 PAPER_RC = read_style_file(PAPER_STYLE_FILE, "the paper style")
@@ -143,40 +77,17 @@ PRESETS: dict[str, FigureStyle] = {
 PAPER = PRESETS[DEFAULT]
 
 
-def _check_fonts(rc: Mapping[str, object], where: str) -> None:
-    """Every family the style names must be installed: matplotlib would silently draw in another."""
-    families = rc.get("font.family") or []
-    with mpl.rc_context({k: v for k, v in rc.items() if k.startswith("font.")}):
-        for family in [families] if isinstance(families, str) else list(families):
-            try:
-                font_manager.fontManager.findfont(family, fallback_to_default=False, rebuild_if_missing=False)
-            except ValueError:
-                raise ValueError(
-                    f"{where}: font family {family!r} is not installed here; name an installed one, or use the "
-                    f"'times' preset for a Times-like serif (STIX, shipped with matplotlib)"
-                ) from None
-
-
 def from_file(path: Path, flag: str = "--style") -> FigureStyle:
     """A style from a ``.mplstyle`` file: the paper style with the file's settings on top. Its
     ``figure.figsize`` width is every figure's width (else the paper's widths); a ``font.size`` without the other
     sizes scales them all."""
     path = Path(path)
     rc, where = read_style_file(path, flag), f"{flag} {path}"
-    font_pt = float(rc.get("font.size", PAPER_FONT_PT))
-    if not FONT_RANGE_PT[0] <= font_pt <= FONT_RANGE_PT[1]:
-        raise ValueError(f"{where}: font.size {font_pt:g} is not allowed: expected {FONT_RANGE_PT[0]:g} to "
-                         f"{FONT_RANGE_PT[1]:g} points")  # fmt: skip
+    font_pt, width = sizes(rc, where, PAPER_FONT_PT)
     scaled = {**PAPER_RC, "font.size": font_pt, **{k: round(r * font_pt, 2) for k, r in _SIZE_KEYS.items()}}
     merged = {**(scaled if "font.size" in rc else PAPER_RC), **rc}
-    column_in, full_in = PAPER.column_in, PAPER.full_in
-    if "figure.figsize" in rc:
-        width = float(rc["figure.figsize"][0])
-        if not WIDTH_RANGE_IN[0] <= width <= WIDTH_RANGE_IN[1]:
-            raise ValueError(f"{where}: figure.figsize width {width:g} in is not allowed: expected "
-                             f"{WIDTH_RANGE_IN[0]:g} to {WIDTH_RANGE_IN[1]:g} inches")  # fmt: skip
-        column_in = full_in = width
-    _check_fonts(merged, where)
+    column_in, full_in = (width, width) if width else (PAPER.column_in, PAPER.full_in)
+    check_fonts(merged, where)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     return FigureStyle(path.stem, f"style file {path}", merged, column_in, full_in, TEXT_HEIGHT_IN,
                        str(path.resolve()), digest)  # fmt: skip
@@ -225,17 +136,15 @@ def _env_style() -> FigureStyle:
 
 
 def drawn_in(fig) -> FigureStyle:
-    """The style ``fig`` was drawn in (``figures.plotting.new_figure`` records it), else the style in force."""
+    """The style ``fig`` was drawn in (``new_figure`` records it), else the style in force."""
     return DRAWN_IN.get(fig) or active()
 
 
 def active() -> FigureStyle:
-    """The style figures are drawn in now: ``using``'s, else the environment's (the pipeline's), else paper."""
     return _override[-1] if _override else _env_style()
 
 
-def formats() -> tuple[str, ...]:
-    """The formats ``save_figure`` writes now (PDF and PNG; SVG too when the run asked for it)."""
+def formats() -> tuple[str, ...]:  # what save_figure writes now
     return check_formats(os.environ.get(FORMATS_ENV, ",".join(FORMATS)), FORMATS_ENV)
 
 

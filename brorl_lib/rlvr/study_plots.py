@@ -42,27 +42,34 @@ def _checkpoint_words(name: str) -> str:
     return f"{stage} (step {step})" if step else name
 
 
+def _candidate_words(key: str) -> str:
+    """'countdown5-h64x2' -> '5 numbers, 64 wide x 2 layers'."""
+    numbers, model = key.removeprefix("countdown").split("-h")
+    return f"{numbers} numbers, {model.replace('x', ' wide x ')} layers"
+
+
 @rounded_inputs
 def screen(table: pd.DataFrame) -> plt.Figure:
     """Each candidate at its screen checkpoint: exact held-out pass@1 against the exact low-q share; the gates
     shaded, the chosen candidate ringed."""
-    fig, ax = new_figure("column")
+    fig, ax = new_figure("column", aspect=0.95)
     lo, hi = study.PASS1_GATE
     ax.axvspan(lo, hi, color=palette.GOOD, alpha=0.08, lw=0, label=f"pass@1 gate [{lo:g}, {hi:g}]")
     ax.axhline(study.LOW_Q_GATE, color=palette.RULE, lw=0.7, ls="--", label=f"low-q gate ({study.LOW_Q_GATE:g})")
     for i, row in enumerate(table.itertuples(index=False)):
         colour = palette.series(i)
-        numbers, model = row.candidate.removeprefix("countdown").split("-h")
         size = f" ({row.model_params / 1e6:.2f}M)" if hasattr(row, "model_params") else ""
-        words = f"{numbers} numbers, {model.replace('x', ' wide x ')} layers{size}"
+        words = _candidate_words(row.candidate) + size
         ax.scatter(row.pass1, row.low_q_share_exact, s=18, color=colour, label=words)
         if row.chosen:
             ax.scatter(row.pass1, row.low_q_share_exact, s=70, facecolor="none", edgecolor=palette.INK, lw=0.8)
     ax.set_xlim(0, 1)
     ax.set_ylim(bottom=0)
     ax.set_xlabel("Held-out pass@1 (exact)")
-    ax.set_ylabel("Share of prompts with q in [0.01, 1/16)")
-    ax.legend(fontsize=pt(5), loc="upper right")
+    ax.set_ylabel("Low-q share of prompts")
+    title = "Candidates (ringed: chosen), gates;\nlow q: [0.01, 1/16)"
+    fig.legend(fontsize=pt(6), loc="outside upper left", title=title, alignment="left",
+               title_fontproperties={"size": pt(6)})  # fmt: skip
     return fig
 
 
@@ -82,8 +89,12 @@ def update_quality(summary: pd.DataFrame, measure: str) -> plt.Figure:
         ref = str(g["reference"].dropna().iloc[0]) if "reference" in g and g["reference"].notna().any() else ""
         how[key] = (reps, ref)
     usual = (max((r for r, _ in how.values()), default=0), uq.REFERENCES[0])  # the design: most reps, disjoint
-    fig, axes = _figure("full", 0.7 + 0.95 * len(rows), 3.45, nrows=len(rows), ncols=len(sizes), sharex=True,
-                        sharey="row", squeeze=False)  # fmt: skip
+    # On a slide (a frame too low for a row per checkpoint) the grid is turned: a column per checkpoint, a row per S.
+    turned = styles.active().height_in < 4.0 and len(rows) > len(sizes)
+    shape = (len(sizes), len(rows)) if turned else (len(rows), len(sizes))
+    fig, grid = _figure("full", 0.7 + 0.95 * len(rows), 3.45, nrows=shape[0], ncols=shape[1], sharex=True,
+                        sharey="col" if turned else "row", squeeze=False)  # fmt: skip
+    axes = grid.T if turned else grid  # axes[checkpoint row][S column] either way
     for r, (ckpt, task) in enumerate(rows):
         reps, ref = how[(ckpt, task)]
         other = (reps, ref) != usual
@@ -105,13 +116,22 @@ def update_quality(summary: pd.DataFrame, measure: str) -> plt.Figure:
             ax.xaxis.set_major_locator(mpl.ticker.LogLocator(base=4))
             ax.xaxis.set_major_formatter(mpl.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
             ax.yaxis.set_major_locator(mpl.ticker.MaxNLocator(3))
-            if r == 0:
+            if turned:
+                ax.tick_params(labelsize=pt(5.5))
+                if r == 0:
+                    ax.set_ylabel(f"S = {s:,}", fontsize=pt(6.5))
+            elif r == 0:
                 ax.set_title(f"S = {s:,}", loc="left")
         words_of = _checkpoint_words(ckpt).replace("earlier design's plateau", "earlier design").replace(" (", "\n(")
         words_of += f"\n{task}" if summary["task"].nunique() > 1 else ""
-        axes[r][0].set_ylabel(words_of, fontsize=pt(6.5), rotation=0, ha="right", va="center")
+        if turned:
+            short = words_of.replace("\n(", ", ").replace(")", "").replace("earlier design", "earlier")
+            axes[r][0].set_title(short, fontsize=pt(5.5), loc="left")
+        else:
+            axes[r][0].set_ylabel(words_of, fontsize=pt(6.5), rotation=0, ha="right", va="center")
     fig.supxlabel("N (rollouts per prompt), at S samples an update", fontsize=mpl.rcParams["axes.labelsize"])
-    fig.supylabel(MEASURES[measure], fontsize=mpl.rcParams["axes.labelsize"])
+    if not turned:  # turned, the legend's title names the measure: the panels keep the width
+        fig.supylabel(MEASURES[measure], fontsize=mpl.rcParams["axes.labelsize"])
     handles = [Line2D([], [], color=_band_colour(labels, b), marker="o", ms=2, lw=0.9) for b in labels]
     others = list(dict.fromkeys(v for v in how.values() if v != usual))
     note = []
@@ -120,7 +140,8 @@ def update_quality(summary: pd.DataFrame, measure: str) -> plt.Figure:
         said = "; ".join(f"{r} reps, {ref} prompts" for r, ref in others)
         note = [f"shaded: {said}"]
     columns = min(len(handles), 4 if styles.active().full_in > 5.5 else 3)
-    fig.legend(handles, labels + note, title="q band", loc="outside upper center", ncols=columns)
+    title = f"q band; y: {MEASURES[measure]}" if turned else "q band"
+    fig.legend(handles, labels + note, title=title, loc="outside upper center", ncols=columns)
     return fig
 
 
@@ -137,7 +158,7 @@ def best_n_model(table: pd.DataFrame, summaries: dict[str, dict], iso: pd.DataFr
 
     names = list(summaries)
     sizes = sorted(table["S"].unique())
-    colours = {s: mpl.colors.to_hex(mpl.colormaps["cividis"](0.1 + 0.8 * i / max(1, len(sizes) - 1)))
+    colours = {s: mpl.colors.to_hex(mpl.colormaps["cividis"](0.1 + 0.6 * i / max(1, len(sizes) - 1)))
                for i, s in enumerate(sizes)}  # fmt: skip
     with_iso = iso is not None and len(iso) > 0
     fig, axes = new_figure("full", aspect=0.32, ncols=len(names) + with_iso, squeeze=False)
@@ -154,7 +175,8 @@ def best_n_model(table: pd.DataFrame, summaries: dict[str, dict], iso: pd.DataFr
                 ax.errorbar(g["N"] * dodge, g["measured_cosine"], yerr=g["measured_se"], color=colours[s], ls="none",
                             marker="o", ms=2.5, capsize=1.5)  # fmt: skip
         ax.set_xscale("log", base=2)
-        ax.set_title(_checkpoint_words(name) + ("\nno model: |G|² not resolved" if unresolved else ""), loc="left")
+        note = "\nno model:\n|G|² unresolved" if styles.active().full_in < 6.5 else "\nno model: |G|² unresolved"
+        ax.set_title(_checkpoint_words(name) + (note if unresolved else ""), loc="left")
         ax.set_xlabel("N (rollouts per prompt)")
     axes[0][0].set_ylabel("cos(update, ∇ mean q)")
     if with_iso:
@@ -180,17 +202,20 @@ def _isocompute_panel(ax, iso: pd.DataFrame, summary: dict | None, checkpoint: s
     if (last["lr_at_edge"] | ~last["settled"].astype(bool)).any():
         ax.plot([], [], color=palette.INK, ls="none", marker="o", ms=3, mfc="white", label="rate at its grid's edge")
     pick = best_n_report.model_pick(summary, iso["n_rollouts"].unique(), samples)
-    title = f"IsoCompute, {int(iso['budget'].max()):,} samples\nfrom the {_checkpoint_words(checkpoint)}"
+    where = _checkpoint_words(checkpoint) if pick is not None else _checkpoint_words(checkpoint).split(" (step")[0]
+    lines = ["IsoCompute, best rates", f"{iso['budget'].max() / 1e6:.3g}M samples", f"from the {where}"]
     if pick is not None:
         ax.axvline(pick, color=palette.INK, ls=":", lw=0.8, label=f"model's pick: N = {pick}")
     else:
-        title = title.split(" (step")[0] + "; no model"
+        lines[-1] += "; no model"
+    wide = styles.active().full_in >= 6.5
+    title = "\n".join(lines) if wide else "\n".join(lines).replace("; ", ";\n").replace(", ", ",\n")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=pt(5.5), loc="best")
     ax.set_xscale("log", base=2)
     ax.set_title(title, loc="left")
-    ax.set_xlabel(f"N (S = {samples:,} a step, best rate)")
-    ax.set_ylabel("Held-out pass@1 (exact)")
+    ax.set_xlabel(f"N (S = {samples:,})")
+    ax.set_ylabel("Held-out pass@1 (exact)" if wide else "pass@1")
 
 
 CONTROL_LABELS = {
@@ -271,7 +296,7 @@ def _height(paper_in: float, slides_in: float) -> float:
 
 def _figure(width: str, paper_in: float, slides_in: float, **kwargs):
     """``new_figure`` ``width`` wide and ``_height`` high in the style in force."""
-    return new_figure(width, aspect=_height(paper_in, slides_in) / styles.active().width(width), **kwargs)
+    return new_figure(width, height_in=_height(paper_in, slides_in), **kwargs)
 
 
 def _millions(ax) -> None:
@@ -341,7 +366,7 @@ def figure1(diffs: pd.DataFrame) -> plt.Figure:
         handles, labels = handles + h, labels + lab
     handles.append(mpl.patches.Patch(color=palette.RULE, alpha=0.4, lw=0))
     labels.append("95% interval, seeds and prompts")
-    fig.legend(handles, labels, loc="outside lower center", ncols=2)
+    fig.legend(handles, labels, loc="outside upper center", ncols=2)
     return fig
 
 
@@ -424,7 +449,8 @@ def _band_rows(width: str, panels: list, draw, table: pd.DataFrame, ylabel: str)
         ax.set_title(title, loc="left")
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
     counts = table.drop_duplicates("q_band").set_index("q_band").reindex(labels)["prompts"]
-    ticks = [f"{b.strip('[)]').replace(', ', '–')}\nn={int(c)}" for b, c in zip(labels, counts)]
+    dash = "–" if styles.active().full_in > 6.5 else "–\n"  # a narrower text: each band's ends on lines of their own
+    ticks = [f"{b.strip('[)]').replace(', ', dash)}\nn={int(c)}" for b, c in zip(labels, counts)]
     axes[-1, 0].set_xticks(np.arange(len(labels)), ticks)
     fig.supylabel(ylabel, fontsize=mpl.rcParams["axes.labelsize"])
     return fig
@@ -467,7 +493,7 @@ def isocompute(table: pd.DataFrame) -> plt.Figure:
         axes[0].errorbar(
             g["budget"], g["pass1_mean"], yerr=g["pass1_se"], color=colour, marker="o", ms=3,
             mfc="white" if edge else colour, lw=1, capsize=2,
-            label=f"N={n} ({g['lr_factor'].iloc[0]:g}x lr{', edge' if edge else ''})",
+            label=f"N={n}, {fraction(g['lr_factor'].iloc[0])} rate{', edge' if edge else ''}",
         )  # fmt: skip
     budgets = sorted(best["budget"].unique())
     for k, (b, g) in enumerate(best.groupby("budget")):
@@ -478,10 +504,13 @@ def isocompute(table: pd.DataFrame) -> plt.Figure:
     for ax in axes:
         ax.set_xscale("log", base=2)
     axes[0].set_xlabel("Generated samples in phase 2")
-    axes[1].set_xlabel("N (rollouts per prompt), at its best learning rate")
-    axes[0].set_ylabel("Held-out pass@1 (exact)")
-    axes[0].legend(fontsize=pt(5.5), loc="best")
-    axes[1].legend(fontsize=pt(5.5), loc="best")
+    axes[1].set_xlabel(
+        "N (rollouts per prompt), at its best rate" if styles.active().full_in >= 6.5 else "N, at its best rate"
+    )
+    axes[0].set_ylabel("Held-out pass@1 (exact)" if styles.active().full_in >= 6.5 else "Held-out pass@1")
+    wide = styles.active().full_in >= 6.5
+    fig.legend(*axes[0].get_legend_handles_labels(), fontsize=pt(6), loc="outside upper left", ncols=3 if wide else 2)
+    fig.legend(*axes[1].get_legend_handles_labels(), fontsize=pt(6), loc="outside upper right", ncols=2)
     return fig
 
 
@@ -522,7 +551,7 @@ def phase1(curve: pd.DataFrame, window_steps: tuple[int, int, int] | None = None
     """Phase 1 of each candidate: exact held-out pass@1 with a 95% band over prompts and a centred moving mean;
     the chosen candidate in full colour, the others pale. ``window_steps`` (first, middle, last step of the two
     windows the plateau rule compared) shades the earlier and the later window."""
-    fig, ax = new_figure("column")
+    fig, ax = new_figure("column", aspect=0.95)
     if window_steps:
         first, middle, last = window_steps
         ax.axvspan(first, middle, color=palette.RULE, alpha=0.12, lw=0, label="plateau rule: earlier window")
@@ -533,11 +562,15 @@ def phase1(curve: pd.DataFrame, window_steps: tuple[int, int, int] | None = None
         ax.fill_between(g["step"], g["pass1"] - 1.96 * g["se"], g["pass1"] + 1.96 * g["se"], color=colour,
                         alpha=0.12, lw=0)  # fmt: skip
         ax.plot(
-            g["step"], g["smoothed"], color=colour, lw=1.4, label=key + (" (chosen)" if g["chosen"].iloc[0] else "")
+            g["step"],
+            g["smoothed"],
+            color=colour,
+            lw=1.4,
+            label=_candidate_words(key) + (" (chosen)" if g["chosen"].iloc[0] else ""),
         )
     ax.set_xlabel("Phase-1 step (step 0: warm start)")
     ax.set_ylabel("Held-out pass@1 (exact)")
-    ax.legend(fontsize=pt(5.5), loc="lower right")
+    fig.legend(fontsize=pt(6), loc="outside upper left")
     return fig
 
 
@@ -553,6 +586,8 @@ def drift(curves: pd.DataFrame, arms: dict[str, str] | None = None) -> plt.Figur
     rows.append(([base] if base else []) + [a for a, g in groups.items() if g == "control"])
     rows = [r for r in rows if len(r) > (1 if base in r else 0)] or [list(groups)]
     fig, axes = _figure("full", 0.5 + 1.6 * len(rows), 3.45, nrows=len(rows), ncols=2, sharex=True, squeeze=False)
+    for r in range(1, len(rows)):
+        axes[r][0].sharey(axes[0][0])  # one KL scale for every row
     top = max(1.5 * curves["kl_ref"].max(), 10 * KL_FLOOR) if len(curves) else 1.0
     below = False
     for r, members in enumerate(rows):
