@@ -1,22 +1,12 @@
-"""The layout check: what makes a drawn figure hard to read, found by drawing it and comparing boxes.
+"""The layout check: ``problems(fig)`` lists in words what makes a drawn figure hard to read: texts over other
+texts, panels or data (a legend, an annotation; guides in axes coordinates are no data), tick labels over each
+other, a text off the canvas; two legend entries drawn alike or one too pale on white; an axis over
+``MAX_AXIS_SPAN`` times what it shows (with the panels sharing it); a canvas larger than its medium, a plotting area
+under ``MIN_AXES_EM`` ems, a layout matplotlib could not make.
 
-``problems(fig)`` lists, in words, every finding of one drawn figure:
-
-- texts of one panel over another panel's texts or plotting area, or over a figure-level text or legend;
-  tick labels of one axis over each other; a text outside the canvas;
-- a legend or an annotation over the data of a panel (lines, markers, error bars, bars; guides drawn in axes
-  coordinates such as ``axhline`` are not data);
-- two entries of one legend drawn alike (colour, dash, marker, hatch), or an entry so pale it vanishes on white;
-- an axis more than ``MAX_AXIS_SPAN`` times as long as what it shows (its data, with zero, or the whole scale of a
-  probability or a percentage when the axis is set to it);
-- a canvas wider or taller than its medium (the style's text width and height, a slide's frame), a plotting area
-  under ``MIN_AXES_EM`` ems, or a layout matplotlib could not make.
-
-``make nbval`` runs the notebooks with this module as ``figures.plotting``'s layout check
-(``BRORL_LAYOUT_CHECK=layout_check``, tests/ on ``PYTHONPATH``): every figure a notebook saves is checked as drawn
-and redrawn by its own function in every other preset; each finding fails its cell, and every result is appended
-to the file ``BRORL_LAYOUT_REPORT`` names, which ``python tests/layout_check.py REPORT`` sums per style.
-"""
+``make nbval`` sets ``BRORL_LAYOUT_CHECK=layout_check``: every figure a notebook saves is checked as drawn and
+redrawn by its function in every other preset, a finding fails its cell, and each result goes to the file
+``BRORL_LAYOUT_REPORT`` names, which ``python tests/layout_check.py REPORT`` sums per style."""
 
 from __future__ import annotations
 
@@ -49,18 +39,15 @@ MIN_CONTRAST = 1.6  # a legend entry's colour against white, WCAG's ratio: below
 WHOLE_SCALES = ((0.0, 1.0), (-1.0, 1.0), (0.0, 100.0))  # a linear axis may be set to these on purpose
 
 
-class LayoutError(RuntimeError):
-    """A figure with layout findings."""
+class LayoutError(RuntimeError):  # a figure with layout findings
+    pass
 
 
 def check(fig: mpl.figure.Figure, name: str, provenance: str, changed: dict | None, basis: str = "") -> None:
     """The check of a figure about to be saved (``figures.plotting.save_figure`` calls it): in the style in force
     and redrawn in every other preset, each result reported; ``LayoutError`` on any finding."""
-    findings = {style_of(fig).label: problems(fig)}
-    call = precision.call_of(fig)
-    for other in styles.PRESETS.values():
-        if other.label in findings:
-            continue
+    findings, call = {style_of(fig).label: problems(fig)}, precision.call_of(fig)
+    for other in [s for s in styles.PRESETS.values() if s.label not in findings]:
         if call is None:
             findings[other.label] = [f"cannot be redrawn in {other.label}: not drawn by a rounded_inputs function"]
             continue
@@ -172,10 +159,8 @@ def _data_coords(ax, renderer) -> np.ndarray:
 
 
 def axis_spans(ax, renderer=None) -> list[str]:
-    """Each axis of the drawn ``ax`` more than ``MAX_AXIS_SPAN`` times as long, on screen, as what it shows: its
-    data and the texts at data points (of every panel sharing the axis: a shared scale is set by them all), inside
-    its limits, with zero when the axis holds it and its limits when they are one of ``WHOLE_SCALES``; an axis with
-    no data, or one value, is not judged."""
+    """Each axis of ``ax`` over ``MAX_AXIS_SPAN`` times as long as what it and the panels sharing it show (with zero
+    when it holds it, its limits when they are one of ``WHOLE_SCALES``); no data, or one value: not judged."""
     area, found = ax.get_window_extent(renderer), []
     for k, which, axis in ((0, "x", ax.xaxis), (1, "y", ax.yaxis)):
         group = (ax.get_shared_x_axes() if k == 0 else ax.get_shared_y_axes()).get_siblings(ax)
@@ -220,9 +205,9 @@ def _look(handle) -> tuple:
     return (type(handle).__name__, id(handle))
 
 
-def _contrast(rgb) -> float:
+def _contrast(rgb) -> float:  # WCAG's contrast ratio against white
     lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
-    return 1.05 / (0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2] + 0.05)
+    return 1.05 / (np.dot([0.2126, 0.7152, 0.0722], lin) + 0.05)
 
 
 def legend_problems(legend, where: str) -> list[str]:
@@ -300,8 +285,7 @@ def problems(fig: mpl.figure.Figure, style=None) -> list[str]:
 # --- the report ---
 def report(name: str, style_label: str, found: list[str]) -> None:
     """Append one figure's findings in one style to the report file, when the run names one."""
-    path = os.environ.get(REPORT_ENV, "").strip()
-    if path:
+    if path := os.environ.get(REPORT_ENV, "").strip():
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a", encoding="utf-8") as out:
             out.write(json.dumps({"figure": name, "style": style_label, "problems": found}) + "\n")
@@ -320,15 +304,14 @@ def summary(path: Path) -> tuple[dict[str, tuple[int, int]], list[str]]:
 
 def main(argv: list[str]) -> int:
     """``python tests/layout_check.py REPORT``: figures checked and findings per style; 1 on a finding or none."""
-    path = Path(argv[0]) if argv else None
-    if path is None or not path.is_file():
-        print(f"error: no layout-check report at {path} (runs write one where {REPORT_ENV} points)", file=sys.stderr)
+    if not argv or not Path(argv[0]).is_file():
+        print(
+            f"error: no layout-check report at {argv[:1]} (runs write one where {REPORT_ENV} points)", file=sys.stderr
+        )
         return 1
-    counts, findings = summary(path)
-    for style, (checked, found) in sorted(counts.items()):
-        print(f"{style}: {checked} figures checked, {found} findings")
-    for line in findings:
-        print(f"  {line}")
+    counts, findings = summary(Path(argv[0]))
+    print("\n".join([f"{s}: {c} figures checked, {f} findings" for s, (c, f) in sorted(counts.items())]
+                    + [f"  {line}" for line in findings]))  # fmt: skip
     return 1 if findings or not counts else 0
 
 

@@ -1,6 +1,5 @@
 """Figures in another style: presets and style files, refusals naming the flag, metadata that records the
-style, re-flow of multi-panel figures (no overlapping texts, no collapsed panel), and one styled run of
-notebook 03 into a folder of its own."""
+style, Figure 4 in every preset, and one styled run of notebook 03 into a folder of its own."""
 
 from __future__ import annotations
 
@@ -16,27 +15,11 @@ import pytest
 from brorl_lib.core.artifacts import read_record
 from brorl_lib.core.paths import FIGURES_DIR
 from brorl_lib.figures import palette, styles
-from brorl_lib.figures.plotting import (
-    MIN_AXES_EM,
-    MIN_PANEL_HEIGHT_EM,
-    fit_texts,
-    new_figure,
-    pt,
-    save_figure,
-)
+from brorl_lib.figures.plotting import new_figure, pt, save_figure
 from brorl_lib.pipeline import manifest
 from brorl_lib.pipeline.cli import main
 from brorl_lib.rlvr import study_plots as rlvr_plots
-from brorl_lib.rlvr import update_quality as uq
 from brorl_lib.simulator import plots as simulator_plots
-from brorl_lib.theory import plots as theory_plots
-
-
-def _narrow(tmp_path, width=3.25, extra=""):
-    """A user's style file that only shrinks the width: the case that made Figure 3 0.98 in tall."""
-    path = tmp_path / "narrow.mplstyle"
-    path.write_text(f"# one column of a two-column paper\nfigure.figsize: {width}, 2.4\nfont.size: 8\n{extra}")
-    return styles.resolve(str(path))
 
 
 def _runs() -> pd.DataFrame:
@@ -58,66 +41,6 @@ def _runs() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _rlvr_tables() -> dict[str, pd.DataFrame]:
-    """Notebook 04's multi-panel and legend-heavy figures' frames, at the paper profile's shapes: three candidates,
-    five q bands, the verdict and control arms with their long labels, five N at three budgets."""
-    keys = ["countdown4-h128x3", "countdown5-h128x3", "countdown5-h64x2"]
-    screen = pd.DataFrame(
-        {"candidate": keys, "pass1": [0.85, 0.42, 0.31], "low_q_share_exact": [0.04, 0.19, 0.12]}
-        | {"chosen": [False, True, False]}
-    )
-    steps = np.arange(0, 400, 10)
-    phase1 = pd.concat(
-        [
-            pd.DataFrame(
-                {"step": steps, "pass1": 0.3 + 0.2 * (1 - np.exp(-steps / 100)) + 0.05 * k, "se": 0.01}
-            ).assign(smoothed=lambda d: d["pass1"].rolling(8).mean(), candidate=key, chosen=k == 1)
-            for k, key in enumerate(keys)
-        ]
-    )
-    labels = uq.band_labels([0.0, 0.01, 0.0625, 0.5, 0.95, 1.0])
-    arms = [("N16", "ProRL N=16", 16), ("N512", "BroRL N=512", 512), ("N16_batch512", "batch-size control", 16)]
-    arms += [("N512_prompts64", "prompt-matched BroRL", 512), ("N512_kl0.001", "KL-anchored BroRL, KL 0.001", 512)]
-    bands = pd.DataFrame(
-        [
-            {"q_band": band, "prompts": 100 * (k + 1), "arm": arm, "label": label, "N": n, "seeds": 5}
-            | {"change": 0.01 * k}
-            | (
-                {}
-                if arm == "N16"
-                else {"delta_vs_prorl": 0.01 * k, "ci_low": 0.01 * k - 0.02, "ci_high": 0.01 * k + 0.02}
-            )
-            for k, band in enumerate(labels)
-            for arm, label, n in arms
-        ]
-    )
-    budgets = (131072, 262144, 524288)
-    iso = pd.DataFrame(
-        [
-            {"budget": b, "n_rollouts": n, "lr_factor": 1.0, "seeds": 3, "pass1_mean": 0.4 + 0.01 * k + 0.001 * n}
-            | {"pass1_se": 0.01, "best_lr": True, "lr_at_edge": n == 512}
-            for k, b in enumerate(budgets)
-            for n in (8, 16, 32, 128, 512)
-        ]
-    )
-    points = [
-        ("early-step50", "countdown"),
-        ("plateau-step390", "countdown"),
-        ("spell_arith_plateau", "spell_backward"),
-    ]
-    quality = pd.DataFrame(
-        [
-            {"checkpoint": c, "task": t, "n_rollouts": n, "samples_per_update": s, "q_band": band}
-            | {"cosine": 0.1 * k - 0.02 * j, "cosine_se": 0.02, "delta_q": 0.001 * k, "delta_q_se": 0.0005}
-            for c, t in points
-            for s in (2048, 8192, 32768)
-            for j, n in enumerate((4, 16, 64, 128, 512))
-            for k, band in enumerate(labels + [uq.ALL])
-        ]
-    )
-    return {"screen": screen, "phase1": phase1, "bands": bands, "iso": iso, "quality": quality}
-
-
 # --- presets and style files ---
 def test_presets_resolve_by_name_with_their_widths_and_type():
     assert styles.resolve("paper") is styles.PAPER and styles.PAPER.is_default
@@ -125,8 +48,8 @@ def test_presets_resolve_by_name_with_their_widths_and_type():
     journal, slides, times = (styles.resolve(n) for n in ("journal", "slides", "times"))
     assert journal.full_in < styles.PAPER.full_in and journal.font_pt > 8
     assert slides.full_in < styles.PAPER.full_in and slides.font_pt == 9  # a beamer slide, 16 cm wide
-    assert times.rc["font.serif"] == ["STIXGeneral"] and times.at_design_size("full")
-    assert not journal.at_design_size("full") and not journal.is_default
+    assert times.rc["font.serif"] == ["STIXGeneral"] and (times.full_in, times.height_in) == (6.75, 9.0)
+    assert slides.height_in == 3.54 and not journal.is_default  # a 16:9 frame's height
 
 
 def test_a_style_file_sets_the_width_and_scales_the_sizes(tmp_path):
@@ -234,43 +157,7 @@ def test_the_paper_style_writes_what_it_always_wrote(out_dir):
     assert "style" not in read_record(out_dir)[0]
 
 
-# --- re-flow ---
-def _grid(axes) -> list[tuple[float, float]]:
-    """(left, top) of each panel in figure inches, rounded."""
-    fig = np.ravel(axes)[0].figure
-    fig.canvas.draw()
-    w, h = fig.get_size_inches()
-    return [(round(ax.get_position().x0 * w, 2), round(ax.get_position().y1 * h, 2)) for ax in np.ravel(axes)]
-
-
-def test_paper_size_keeps_the_designed_grid_exactly():
-    fig, axes = new_figure("full", aspect=0.3, ncols=3)
-    assert tuple(fig.get_size_inches()) == (6.75, 6.75 * 0.3) and axes.shape == (3,)
-    assert len({top for _, top in _grid(axes)}) == 1  # one row
-    with styles.using(styles.PRESETS["times"]):
-        fig, axes = new_figure("full", aspect=0.3, ncols=3)
-    assert tuple(fig.get_size_inches()) == (6.75, 6.75 * 0.3)
-
-
-def test_three_panels_become_two_plus_one_in_the_journal_and_a_stack_in_one_column(tmp_path):
-    with styles.using(styles.PRESETS["journal"]):
-        fig, axes = new_figure("full", aspect=0.3, ncols=3, sharey=True)
-    assert axes.shape == (3,) and fig.get_size_inches()[0] == styles.PRESETS["journal"].full_in
-    (l0, t0), (l1, t1), (l2, t2) = _grid(axes)
-    assert t0 == t1 > t2 and l0 < l2 < l1  # two on top, the third centred below
-    assert axes[1].yaxis.get_tick_params(which="major")  # shared, yet each panel keeps its labels
-    assert all(label.get_visible() for label in axes[1].get_yticklabels())
-    with styles.using(_narrow(tmp_path)):
-        fig, axes = new_figure("full", aspect=0.3, ncols=3)
-    lefts, tops = zip(*_grid(axes))
-    assert len(set(lefts)) == 1 and tops[0] > tops[1] > tops[2]  # stacked
-    em = 8 / 72
-    assert fig.get_size_inches()[1] >= 3 * MIN_PANEL_HEIGHT_EM * em  # never 0.98 in tall
-    with styles.using(_narrow(tmp_path)):
-        fig, axes = new_figure("full", aspect=0.75, nrows=3, ncols=3, squeeze=False)
-    assert axes.shape == (3, 3)  # indexed as designed, whatever the grid drawn
-
-
+# --- a figure no notebook run fills: notebook 05's Figure 4, in every preset ---
 def _fig4_points() -> pd.DataFrame:
     """Notebook 05's Figure 4 points for all nine panels (no run at the paper's scale is committed)."""
     from brorl_lib.facts import reported
@@ -286,79 +173,16 @@ def _fig4_points() -> pd.DataFrame:
     )
 
 
-def _figures():
-    """Figure 3 (a row of three), Figure 2 (a layout of its own), the sign map (colour bars), notebook 05's
-    Figure 4 (a 3 x 3 grid with long titles) and CPU run (a row with a legend below), and notebook 04's screen,
-    phase 1, bands and IsoCompute (a row of two), each drawn from small or committed data."""
-    from brorl_lib.theory import report as tr
+def test_figure4s_nine_panels_read_well_in_every_preset():
+    """The notebooks' own figures are drawn in every preset by ``make nbval`` (``BRORL_LAYOUT_CHECK=layout_check``),
+    which fails on a finding; their committed Figure 4 has no run at the paper's scale to fill its panels."""
     from brorl_lib.verl_recipe import plots as verl_plots
 
-    cfg = tr.TheoryConfig()
-    example, tokens = tr.example_batch(cfg)
-    grid, points = tr.sign_map(cfg, example)
-    terms = tr.example_terms(example, cfg.eta)
-    fig4 = _fig4_points()
-    verl_cpu = pd.read_csv(FIGURES_DIR / "verl_cpu_run.csv")
-    rlvr = _rlvr_tables()
-    return {
-        "fig3": lambda: simulator_plots.figure3(_runs()),
-        "fig2": lambda: theory_plots.figure2(tokens, terms, cfg.eta, example.n),
-        "sign_map": lambda: theory_plots.sign_map(grid, points),
-        "fig4_verl": lambda: verl_plots.figure4(fig4),
-        "verl_cpu_run": lambda: verl_plots.cpu_run(verl_cpu),
-        "laptop_rlvr_screen": lambda: rlvr_plots.screen(rlvr["screen"]),
-        "laptop_rlvr_phase1": lambda: rlvr_plots.phase1(rlvr["phase1"]),
-        "laptop_rlvr_bands": lambda: rlvr_plots.bands(rlvr["bands"]),
-        "laptop_rlvr_isocompute": lambda: rlvr_plots.isocompute(rlvr["iso"]),
-        "laptop_rlvr_update_cosine": lambda: rlvr_plots.update_quality(rlvr["quality"], "cosine"),
-    }
-
-
-@pytest.mark.slow
-def test_the_figures_read_well_in_a_narrow_style_and_figure4_in_every_preset(tmp_path):
-    """Every figure in a user's narrow style; Figure 4's nine filled panels in every preset. The notebooks' own
-    figures are drawn in every preset by ``make nbval`` (``BRORL_LAYOUT_CHECK=layout_check``), which fails on a finding;
-    their committed Figure 4 has no run at the paper's scale to fill its panels."""
-    figures = _figures()
-    cases = [(_narrow(tmp_path), name) for name in figures]
-    cases += [(style, "fig4_verl") for style in styles.PRESETS.values()]
-    for style, name in cases:
+    for style in styles.PRESETS.values():
         with styles.using(style):
-            fig = figures[name]()
-            fit_texts(fig)
-            assert layout_check.problems(fig) == [], f"{name} in {style.label}"
-            em_in = style.font_pt / 72
-            w, h = fig.get_size_inches()
-            for ax in fig.axes:
-                pos = ax.get_position()
-                if not hasattr(ax, "_colorbar"):
-                    assert pos.width * w >= MIN_AXES_EM * em_in and pos.height * h >= MIN_AXES_EM * em_in
-            plt.close(fig)
-
-
-def test_the_layout_check_finds_the_squeezed_figure_the_re_flow_avoids():
-    fig, axes = plt.subplots(1, 3, figsize=(3.25, 0.98), layout="constrained")  # width shrunk alone
-    for ax in axes:
-        ax.set_title("Correct prob. mass vs steps", loc="left")
-        ax.set_xlabel("Steps")
-        ax.set_ylabel("Probability mass")
-        ax.plot([0, 1000], [0.6, 0.65])
-    problems = layout_check.problems(fig)
-    assert any("overlap" in p or "too small" in p for p in problems)
-    plt.close(fig)
-
-
-def test_long_labels_are_broken_onto_lines_but_never_inside_math(tmp_path):
-    with styles.using(_narrow(tmp_path)):
-        fig, axes = new_figure("full", aspect=0.34, ncols=2)
-    label = r"$\log_{10}$ relative error of Theorem 1 (below $10^{-10}$: round-off, at left)"
-    axes[0].set_xlabel(label)
-    axes[1].set_ylabel(r"|exact $-$ Theorem 1| (resolved from round-off)")
-    fit_texts(fig)
-    assert axes[0].get_xlabel() != label and axes[0].get_xlabel().replace("\n", " ") == label
-    for text in (axes[0].get_xlabel(), axes[1].get_ylabel()):
-        assert all(line.count("$") % 2 == 0 for line in text.splitlines())
-    plt.close(fig)
+            fig = verl_plots.figure4(_fig4_points())
+        assert layout_check.problems(fig, style) == [], style.label
+        plt.close(fig)
 
 
 # --- one styled run, end to end ---
