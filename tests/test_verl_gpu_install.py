@@ -1,12 +1,16 @@
 """The GPU install: the gpu extra resolves from the package index with no source build that needs torch, the
 flash-attn wheel matches the torch it resolves to, and the docs show exactly the commands resolved here.
 
-The resolution needs the package index (about a minute); without it the test is skipped, saying so."""
+The resolution needs the package index (about a minute each, with the tests' Python and with Python 3.12); without it,
+or without a Python 3.12, the test is skipped, saying so."""
 
+import contextlib
+import hashlib
 import io
 import sys
 import tarfile
 import urllib.request
+import zipfile
 
 import pytest
 
@@ -25,12 +29,19 @@ def _index_reachable() -> str:
     return ""
 
 
-@pytest.fixture(scope="module")
-def report(tmp_path_factory):
+@pytest.fixture(scope="module", params=["tests' Python", gi.PYTHON])
+def report(request, tmp_path_factory):
+    """pip's report of the gpu extra, resolved with the Python running the tests and with Python 3.12 (the one the
+    docs install with); skipped, saying why, without the index or without that Python."""
     why = _index_reachable()
     if why:
-        pytest.skip(why)
-    return gi.resolve(gi.GPU_EXTRA, tmp_path_factory.mktemp("pip") / "report.json")
+        pytest.skip(reason=why)
+    python = sys.executable
+    if request.param == gi.PYTHON:
+        python, where = gi.find_python(gi.PYTHON)
+        if python is None:
+            pytest.skip(reason=f"{where}: the gpu install's resolution is NOT checked with Python {gi.PYTHON}")
+    return gi.resolve(gi.GPU_EXTRA, tmp_path_factory.mktemp("pip") / "report.json", python=python)
 
 
 @pytest.mark.parametrize("doc", DOCS)
@@ -38,7 +49,9 @@ def test_docs_show_the_commands_the_resolution_uses(doc):
     text = (REPO_ROOT / doc).read_text()
     missing = [c for c in (*gi.COMMANDS, gi.SOURCE_BUILD) if c not in text]
     assert not missing, f"{doc} lacks these install commands of gpu_install.py: {missing}"
-    assert "flash-attn==2.8.3" not in text.replace(gi.SOURCE_BUILD, ""), f"{doc} installs flash-attn from PyPI"
+    rest = text.replace(gi.SOURCE_BUILD, "").replace(gi.COMMANDS[2], "")
+    assert "flash-attn==2.8.3" not in rest, f"{doc} installs flash-attn from PyPI"
+    assert gi.FLASH_ATTN_FALLBACK not in text, f"{doc} installs the fallback wheel without its SHA-256"
 
 
 @pytest.mark.slow
@@ -56,18 +69,48 @@ def test_gpu_extra_resolves_with_no_source_build_that_needs_torch(report):
     )
 
 
-def test_flash_attn_wheel_matches_the_resolved_torch_and_verls_pin(report):
+def test_flash_attn_wheels_match_the_resolved_torch_and_verls_pin_and_ray_is_preflights(report):
     found = {i.name.lower(): i for i in gi.items(report)}
     torch_v = found["torch"].version.split("+")[0]
     cuda = found["nvidia-cuda-runtime"].version  # torch 2.11's CUDA runtime wheel
-    tags = gi.wheel_tags(gi.FLASH_ATTN_WHEEL)
+    tags = gi.wheel_tags(gi.FLASH_ATTN_FALLBACK)
     major_minor = ".".join(torch_v.split(".")[:2])
     cu = "cu" + "".join(cuda.split(".")[:2])
     assert tags["version"] == f"{gi.FLASH_ATTN_VERSION}+{cu}torch{major_minor}", (tags, torch_v, cuda)
     assert tags["py"] == tags["abi"] == "cp" + gi.PYTHON.replace(".", "") and tags["platform"] == "linux_x86_64"
+    assert (cu, major_minor) == ("cu130", "2.11")  # what verl's wheelhouse builds for (FLASH_ATTN_SOURCE)
     verl = next(i for i in report["install"] if i["metadata"]["name"] == "verl")
     pins = [r for r in verl["metadata"]["requires_dist"] if r.startswith("flash-attn") and "cu130torch211" in r]
     assert pins and pins[0].startswith(f"flash-attn=={gi.FLASH_ATTN_VERSION}"), pins
+    assert f"flash-attn=={gi.FLASH_ATTN_VERSION}" in gi.COMMANDS[2] and "--no-deps" in gi.COMMANDS[2]
+    assert "einops" in found  # flash-attn's other requirement, which --no-deps leaves to the gpu extra
+    from brorl_lib.verl_recipe import preflight
+
+    demanded = preflight.pins()
+    for dist in ("ray", "transferqueue"):
+        assert found[dist].version == demanded[dist], (dist, found[dist].version, demanded[dist])
+
+
+def test_the_fallback_wheel_is_installed_only_by_its_sha256(tmp_path):
+    with pytest.raises(ValueError, match="will not be installed unhashed"):
+        gi.fallback_command("")
+    with pytest.raises(ValueError, match="sha256='abc' is not allowed"):
+        gi.fallback_command("abc")
+    cmd = gi.fallback_command("a" * 64)
+    assert cmd[-1] == f"{gi.FLASH_ATTN_FALLBACK}#sha256={'a' * 64}" and cmd[:3] == ["pip", "install", "--no-deps"]
+    if not gi.FLASH_ATTN_FALLBACK_SHA256:  # nothing recorded: the command refuses, saying why
+        assert gi.main(["fallback"]) == 2
+    # pip checks a URL's #sha256: a local wheel with a wrong one is refused
+    wheel = tmp_path / "demo_pkg-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("demo_pkg/__init__.py", "")
+        z.writestr("demo_pkg-0.1.dist-info/METADATA", "Metadata-Version: 2.1\nName: demo-pkg\nVersion: 0.1\n")
+        z.writestr("demo_pkg-0.1.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr("demo_pkg-0.1.dist-info/RECORD", "")
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    for sha, ok in ((digest, True), ("0" * 64, False)):
+        with pytest.raises(gi.ResolutionFailed, match="Expected sha256") if not ok else contextlib.nullcontext():
+            gi.resolve(["pip", "install", "--no-deps", f"{wheel.as_uri()}#sha256={sha}"], tmp_path / "r.json")
 
 
 def _sdist(files: dict[str, str]) -> bytes:
@@ -92,7 +135,7 @@ def test_a_source_build_needing_torch_is_named():
 
 def test_flash_attn_from_pypi_does_not_resolve_without_torch(tmp_path):
     if why := _index_reachable():
-        pytest.skip(why)
+        pytest.skip(reason=why)
     with pytest.raises(gi.ResolutionFailed, match="torch"):
         gi.resolve(["pip", "install", "--no-deps", "flash-attn==2.8.3"], tmp_path / "r.json")
 

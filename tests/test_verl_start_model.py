@@ -1,11 +1,31 @@
 """The start model checked by content: SHA-256 of its weight files against the recorded values, in preflight."""
 
 import hashlib
+import json
+import os
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
+from safetensors.numpy import save_file
 
+from brorl_lib.models.qwen2 import parameter_count, tensor_shapes
 from brorl_lib.verl_recipe import preflight, start_model
+
+TINY = dict(model_type="qwen2", hidden_size=8, num_hidden_layers=2, intermediate_size=16, num_attention_heads=2,
+            num_key_value_heads=1, vocab_size=32)  # fmt: skip
+
+
+def _checkpoint(folder, cfg=TINY, change=None, shards=1):
+    """A Qwen2 checkpoint of ``cfg``'s shapes (zeros), in ``shards`` safetensors files; ``change`` edits the tensors."""
+    tensors = {n: np.zeros(shape, np.float32) for n, shape in tensor_shapes(cfg).items()}
+    (change or (lambda t: None))(tensors)
+    names = sorted(tensors)
+    for i in range(shards):
+        part = {n: tensors[n] for n in names[i::shards]}
+        save_file(part, str(folder / f"model-{i + 1:05d}-of-{shards:05d}.safetensors"), metadata={"format": "pt"})
+    (folder / "config.json").write_text(json.dumps(cfg))
+    return folder
 
 
 def _folder(tmp_path, files=None):
@@ -17,11 +37,61 @@ def _folder(tmp_path, files=None):
 
 
 def test_nothing_recorded_is_said_plainly_with_the_folders_hashes(tmp_path):
-    folder = _folder(tmp_path)
+    folder = _checkpoint(tmp_path)
     r = preflight.check_weights(str(folder))
-    digest = hashlib.sha256(b"weights").hexdigest()
-    assert r.ok and r.detail.startswith("NOT CHECKED: no SHA-256") and f"model.safetensors {digest}" in r.detail
+    digest = start_model.sha256(folder / "model-00001-of-00001.safetensors")
+    assert (
+        r.ok
+        and r.detail.startswith("NOT CHECKED: no SHA-256")
+        and f"model-00001-of-00001.safetensors {digest}" in r.detail
+    )
     assert "--hub" in r.detail and "weights" in preflight.CHECKS
+    assert r.detail.endswith("structure: 27 tensors with the shapes config.json gives (qwen2, F32)")
+
+
+def test_a_folder_of_random_bytes_named_like_weights_fails_preflight(tmp_path):
+    (tmp_path / "model.safetensors").write_bytes(os.urandom(1024))
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    r = preflight.check_weights(str(tmp_path))
+    assert not r.ok and "structure: model.safetensors is not a safetensors file" in r.detail
+    assert r.fix.startswith("huggingface-cli download")
+    (tmp_path / "t").mkdir()
+    truncated = _checkpoint(tmp_path / "t")
+    path = truncated / "model-00001-of-00001.safetensors"
+    path.write_bytes(path.read_bytes()[:-8])  # an interrupted download
+    assert not preflight.check_weights(str(truncated)).ok
+
+
+@pytest.mark.parametrize(
+    ("change", "cfg", "message"),
+    [
+        (lambda t: t.pop("model.layers.1.mlp.down_proj.weight"), TINY, "1 tensor(s) of the config missing"),
+        (lambda t: t.update(extra=np.zeros(2, np.float32)), TINY, "1 tensor(s) the config does not have"),
+        (lambda t: t.update({"lm_head.weight": np.zeros((31, 8), np.float32)}), TINY,
+         "lm_head.weight is [31, 8], the config gives [32, 8]"),
+        (lambda t: t.update({"model.norm.weight": np.zeros(8, np.int32)}), TINY, "1 tensor(s) not in F32/BF16/F16"),
+        (None, {**TINY, "model_type": "llama"}, "model_type='llama'; the structure check knows qwen2"),
+    ],
+)  # fmt: skip
+def test_weights_of_another_shape_or_model_fail_naming_what_differs(tmp_path, change, cfg, message):
+    folder = _checkpoint(tmp_path, change=change, shards=2)
+    if cfg is not TINY:
+        (folder / "config.json").write_text(json.dumps(cfg))
+    ok, detail = start_model.check_structure(folder)
+    assert not ok and message in detail, detail
+
+
+def test_a_sharded_checkpoint_passes_and_a_tied_head_may_be_stored(tmp_path):
+    tied = {**TINY, "tie_word_embeddings": True}
+    folder = _checkpoint(tmp_path, tied, change=lambda t: t.update({"lm_head.weight": np.zeros((32, 8), np.float32)}),
+                         shards=3)  # fmt: skip
+    assert start_model.check_structure(folder) == (True, "26 tensors with the shapes config.json gives (qwen2, F32)")
+
+
+def test_tensor_shapes_sum_to_the_parameter_count():
+    for tied in (False, True):
+        cfg = {**TINY, "tie_word_embeddings": tied}
+        assert sum(int(np.prod(s)) for s in tensor_shapes(cfg).values()) == parameter_count(cfg)
 
 
 def test_recorded_hashes_pass_when_equal_and_name_the_file_that_differs(tmp_path):

@@ -1,11 +1,18 @@
 """The GPU install of the recipe, in one place: the commands the docs show, and their resolution without installing.
 
 On a GPU node the install is three commands (``COMMANDS``): a Python 3.12 virtual environment, the ``gpu`` extra
-(vLLM 0.24.0 and verl 0.9.1 with its vLLM extra, which bring torch 2.11.0 built for CUDA 13.0) from the package
-index, then flash-attn 2.8.3 from a prebuilt wheel (``FLASH_ATTN_WHEEL``). flash-attn is not in the extra: on PyPI
-2.8.3 is only a source distribution whose ``setup.py`` imports torch, so pip's isolated build fails before it
-installs anything. The wheel is the one verl's install guide routes its cu130 extras to (``FLASH_ATTN_SOURCE``);
-it exists for CPython 3.12 only, so the install needs Python 3.12 (pip refuses the wheel elsewhere, by its tag).
+(vLLM 0.24.0 and verl 0.9.1 with its vLLM extra, which bring torch 2.11.0 built for CUDA 13.0, and the Ray and
+TransferQueue versions preflight demands) from the package index, then flash-attn 2.8.3 from verl's own
+wheelhouse (``FLASH_ATTN_INDEX``, ``FLASH_ATTN_SOURCE``), ``--no-deps`` so that nothing else comes from there.
+flash-attn is not in the extra: on PyPI 2.8.3 is only a source distribution whose ``setup.py`` imports torch, so
+pip's isolated build fails before it installs anything. The wheelhouse builds for cu130 / torch 2.11 / CPython
+3.12, hence Python 3.12.
+
+If the wheelhouse has no wheel that imports against this torch, the fallback is a third-party wheel
+(``FLASH_ATTN_FALLBACK``), installed only with its SHA-256 in the URL (``#sha256=``, which pip checks):
+``fallback_command`` refuses without one. No SHA-256 of it was found in a public source, so none is recorded
+(``FLASH_ATTN_FALLBACK_SHA256``); ``python -m brorl_lib.verl_recipe.gpu_install fallback --sha256 HEX`` takes the one
+you checked.
 
 ``resolve`` runs the extra's command as ``pip install --dry-run --ignore-installed --report`` (the package index
 only, nothing installed) and ``source_builds`` lists what it would build from a source distribution;
@@ -35,28 +42,49 @@ from brorl_lib.core.paths import REPO_ROOT
 PYTHON = "3.12"  # the flash-attn wheel's CPython (cp312); verl's cu130 extras are built for 3.12 only
 VENV = ".venv-gpu"  # our choice of folder name
 FLASH_ATTN_VERSION = "2.8.3"  # verl 0.9.1's pin (its extra flash-attn-cu130torch211)
-FLASH_ATTN_WHEEL = (
+FLASH_ATTN_INDEX = "https://verl-project.github.io/verl-wheelhouse/simple/"
+FLASH_ATTN_SOURCE = (
+    "verl-project/verl at 7bc80c00a (PR #7127, 'uv integration', merged): pyproject.toml routes flash-attn to the "
+    "verl-wheelhouse index ([tool.uv.sources], [[tool.uv.index]] url), and docs/start/install.rst, 'Install with "
+    "uv', says it comes prebuilt from there, built for cu130 / torch 2.11 / CPython 3.12; its uv.lock takes "
+    "flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl from the wheelhouse's releases, with no hash"
+)
+FLASH_ATTN_FALLBACK = (
     "https://github.com/mjun0812/flash-attention-prebuild-wheels/releases/download/v0.9.4/"
     "flash_attn-2.8.3+cu130torch2.11-cp312-cp312-linux_x86_64.whl"
 )
-FLASH_ATTN_SOURCE = (
-    "verl-project/verl, docs/start/install.rst, Troubleshooting, 'flash-attn install': the cu13 extras route "
-    "flash-attn 2.8.3 to this wheel, matched to the torch 2.11.0 pin (CUDA major, torch minor, CPython ABI)"
-)
+FLASH_ATTN_FALLBACK_SHA256 = ""  # not recorded: no public source of it was found; never made up
 COMMANDS = (  # what the docs show, verbatim
     f"python{PYTHON} -m venv {VENV} && . {VENV}/bin/activate",
     'pip install -e ".[gpu]"',
-    f"pip install {FLASH_ATTN_WHEEL}",
+    f"pip install --no-deps --index-url {FLASH_ATTN_INDEX} flash-attn=={FLASH_ATTN_VERSION}",
 )
+FALLBACK = "python -m brorl_lib.verl_recipe.gpu_install fallback --sha256 <SHA-256 you checked>"
 GPU_EXTRA = tuple(shlex.split(COMMANDS[1]))  # the one that resolve() checks
 # Building flash-attn 2.8.3 from source instead (no prebuilt wheel for the node's CUDA, torch or Python):
 SOURCE_BUILD = (
     "pip install ninja packaging && CUDA_HOME=/usr/local/cuda pip install --no-build-isolation flash-attn==2.8.3"
 )
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def fallback_command(sha256: str = FLASH_ATTN_FALLBACK_SHA256) -> list[str]:
+    """pip's command for the fallback wheel, its SHA-256 in the URL; ValueError when none is given or recorded."""
+    if not sha256:
+        raise ValueError(
+            "the fallback flash-attn wheel has no recorded SHA-256 (gpu_install.FLASH_ATTN_FALLBACK_SHA256 is empty: "
+            "none was found in a public source) and will not be installed unhashed: download "
+            f"{FLASH_ATTN_FALLBACK}, check its SHA-256 against a source you trust, then {FALLBACK}"
+        )
+    if not _HEX64.fullmatch(sha256):
+        raise ValueError(f"sha256={sha256!r} is not allowed: 64 lowercase hex digits")
+    return ["pip", "install", "--no-deps", f"{FLASH_ATTN_FALLBACK}#sha256={sha256}"]
+
+
 SOURCE_BUILD_COST = (
     "CUDA_HOME must point at a CUDA 13.0 toolkit (nvcc); torch must already be installed, hence "
-    "--no-build-isolation; verl's install guide gives about 20-30 min on a 32-core machine for a flash-attn source "
-    "build, per node unless the built wheel is shared"
+    "--no-build-isolation; a long nvcc build (merged verl's docs give no time), per node unless the built wheel is "
+    "shared"
 )
 MIN_DRIVER = "580.65.06"  # CUDA 13.0 GA's minimum Linux driver (NVIDIA CUDA 13.0 release notes, CUDA Driver)
 MIN_DRIVER_SOURCE = "NVIDIA CUDA Toolkit 13.0 release notes, section CUDA Driver (toolkit driver version table)"
@@ -235,3 +263,41 @@ def why_too_few(node: NodeGpus, wanted: int) -> str:
     if node.visible is not None and len([d for d in node.visible.split(",") if d.strip()]) < wanted:
         return f"CUDA_VISIBLE_DEVICES={node.visible!r} hides GPUs"
     return f"torch {node.torch_version} (CUDA {node.torch_cuda}) with driver {node.driver} sees {node.count}"
+
+
+def find_python(version: str = PYTHON) -> tuple[str | None, str]:
+    """An interpreter of ``version`` on this machine (on PATH, else pyenv's) and where it was found, or None and
+    why not. Each candidate is run to read its version (a pyenv shim can name one it cannot run)."""
+    candidates = [shutil.which(f"python{version}")]
+    candidates += sorted(str(p) for p in Path.home().glob(f".pyenv/versions/{version}.*/bin/python{version}"))
+    for path in filter(None, candidates):
+        try:
+            out = subprocess.run(
+                [path, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                capture_output=True, text=True, timeout=60, check=True,
+            ).stdout.strip()  # fmt: skip
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if out == version:
+            return path, f"Python {version} at {path}"
+    return None, f"no Python {version} runs here (python{version} on PATH, ~/.pyenv/versions/{version}.*)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m brorl_lib.verl_recipe.gpu_install", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    fb = sub.add_parser("fallback", help=f"install {FLASH_ATTN_FALLBACK.rsplit('/', 1)[1]}, checked by its SHA-256")
+    fb.add_argument("--sha256", default=FLASH_ATTN_FALLBACK_SHA256, help="the wheel's SHA-256 (64 hex digits)")
+    args = p.parse_args(argv)
+    try:
+        cmd = fallback_command(args.sha256)
+    except ValueError as err:
+        print(f"[brorl] {err}", file=sys.stderr)
+        return 2
+    return subprocess.run([sys.executable, "-m", *cmd], check=False).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

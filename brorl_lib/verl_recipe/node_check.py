@@ -5,7 +5,9 @@ verl places its agent-loop and reward workers round-robin over the nodes and its
 verl/trainer/main_ppo.py), so what preflight checks on the head must hold on every node: ``brorl_lib``
 importable from the repository on ``PYTHONPATH`` (as ``launch_arm.sh`` passes it to Ray's runtime env), the
 tokenizer fallback importing and building verl's continuous-token builder from MODEL_PATH, DATA_DIR's parquet
-files, the padded driver batch against this node's free memory, and its GPUs and NVIDIA driver.
+files, CKPT_DIR written and read there and holding the file the head wrote (every rank saves its shard under
+trainer.default_local_dir, and a resume reads them all: one folder all nodes share), the padded driver batch against
+this node's free memory, and its GPUs and NVIDIA driver.
 
 ``probe`` is the task's body, a plain function (tested without Ray); ``run_on_nodes`` pins one to each node
 with Ray's ``NodeAffinitySchedulingStrategy`` and names each node that fails or does not answer;
@@ -20,6 +22,8 @@ import argparse
 import dataclasses
 import importlib
 import json
+import os
+import secrets
 import socket
 import sys
 from collections.abc import Callable, Sequence
@@ -31,6 +35,7 @@ from brorl_lib.verl_recipe.preflight import ArmPlan, Inputs, Result
 
 COMMAND, TIMEOUT_S = preflight.NODE_CHECK_COMMAND, preflight.NODE_CHECK_TIMEOUT_S
 FALLBACK_MODULE = "brorl_lib.verl_recipe.tokenizer_fallback"  # launch.FALLBACK_MODULE (not imported: launch is heavy)
+PROBE_DIR = ".brorl-node-check"  # under CKPT_DIR: the files the check writes, removed after it
 
 
 @dataclass(frozen=True)
@@ -62,12 +67,65 @@ def _imports(repo_root: str) -> list[Result]:
     return out + [Result("fallback", True, f"{FALLBACK_MODULE} imports")]
 
 
-def probe(inputs: Inputs, plans: Sequence[ArmPlan], repo_root: str, device: str, gpus_per_node: int) -> NodeReport:
-    """The per-node task's body, run on the node it checks: imports, data, model and tokenizer, free memory
-    against each arm's padded driver batch, GPUs and driver (preflight's own checks)."""
+def check_ckpt_dir(ckpt_dir: str, head_token: str | None = None) -> Result:
+    """This node writes a file under CKPT_DIR and reads it back; given ``head_token``, it also reads the file the head
+    wrote there with that name and content (``write_head_file``), so the folder is the head's, not a local one."""
+    fix = "CKPT_DIR on a filesystem every node mounts at the same path, writable by this user"
+    if not ckpt_dir:
+        return preflight._fail("ckpt_dir", "CKPT_DIR is not set", fix)
+    folder = Path(ckpt_dir).expanduser() / PROBE_DIR
+    mine = folder / f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
+    text = f"written by {mine.name}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        mine.write_text(text)
+        read = mine.read_text()
+        mine.unlink()
+    except OSError as err:
+        return preflight._fail("ckpt_dir", f"CKPT_DIR={ckpt_dir}: cannot write and read a file there ({err})", fix)
+    if read != text:
+        return preflight._fail("ckpt_dir", f"CKPT_DIR={ckpt_dir}: a file read back differs from what was written", fix)
+    if head_token is not None:
+        head = folder / f"head-{head_token}"
+        if not head.is_file() or head.read_text() != head_token:
+            return preflight._fail("ckpt_dir", f"CKPT_DIR={ckpt_dir} here does not hold the head's {head.name}", fix)
+        return Result("ckpt_dir", True, f"{ckpt_dir}: written and read here, and the head's file seen")
+    return Result("ckpt_dir", True, f"{ckpt_dir}: written and read here")
+
+
+def write_head_file(ckpt_dir: str) -> str | None:
+    """The head's file under CKPT_DIR for ``check_ckpt_dir`` to find on every node: its token (None when it cannot
+    be written; each node's own write then names the fault)."""
+    token = secrets.token_hex(8)
+    try:
+        folder = Path(ckpt_dir).expanduser() / PROBE_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"head-{token}").write_text(token)
+    except OSError:
+        return None
+    return token
+
+
+def remove_head_file(ckpt_dir: str, token: str) -> None:
+    """Remove the head's file, and the check's folder once empty."""
+    folder = Path(ckpt_dir).expanduser() / PROBE_DIR
+    (folder / f"head-{token}").unlink(missing_ok=True)
+    try:
+        folder.rmdir()
+    except OSError:  # another check's files are still there
+        pass
+
+
+def probe(
+    inputs: Inputs, plans: Sequence[ArmPlan], repo_root: str, device: str, gpus_per_node: int,
+    head_token: str | None = None,
+) -> NodeReport:  # fmt: skip
+    """The per-node task's body, run on the node it checks: imports, data, CKPT_DIR (``check_ckpt_dir``), model and
+    tokenizer, free memory against each arm's padded driver batch, GPUs and driver (preflight's own checks)."""
     steps: list[Callable[[], Result | list[Result]]] = [
         lambda: _imports(repo_root),
         lambda: preflight.check_data(inputs.data_dir),
+        lambda: check_ckpt_dir(inputs.ckpt_dir, head_token),
         lambda: preflight.check_tokenizer(inputs.model_path, plans),
         lambda: [preflight.check_driver_memory(p) for p in plans],
         lambda: preflight.check_gpu(gpus_per_node, device),
@@ -105,13 +163,18 @@ def run_on_nodes(
         env_vars = {"PYTHONPATH": repo_root} | ({"VERL_USE_EXTERNAL_MODULES": modules} if modules else {})
     task = ray.remote(num_cpus=0, max_retries=0)(probe)
     nodes = {n["NodeID"]: f"{n['NodeManagerHostname']} ({n['NodeManagerAddress']})" for n in ray.nodes() if n["Alive"]}
+    token = write_head_file(inputs.ckpt_dir) if inputs.ckpt_dir else None
     refs = {
         task.options(
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False), runtime_env={"env_vars": env_vars}
-        ).remote(inputs, list(plans), repo_root, device, gpus_per_node): node_id
+        ).remote(inputs, list(plans), repo_root, device, gpus_per_node, token): node_id
         for node_id in nodes
     }
-    done, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
+    try:
+        done, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
+    finally:
+        if token is not None:
+            remove_head_file(inputs.ckpt_dir, token)
     reports = []
     for ref, node_id in refs.items():
         name = nodes[node_id]
@@ -144,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--address", default="auto", help="the Ray cluster (default: auto, the one this node belongs to)")
     p.add_argument("--model-path", required=True)
     p.add_argument("--data-dir", required=True)
+    p.add_argument("--ckpt-dir", default="", help="CKPT_DIR, written and read on every node")
     p.add_argument("--repo-root", default=str(preflight.REPO_ROOT))
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     p.add_argument("--gpus-per-node", type=int, required=True)
@@ -154,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ray.init(address=args.address, log_to_driver=False, logging_level="ERROR")
     try:
-        inputs = Inputs(args.model_path, args.data_dir, "")
+        inputs = Inputs(args.model_path, args.data_dir, args.ckpt_dir)
         reports = run_on_nodes(inputs, plans, args.repo_root, args.device, args.gpus_per_node, timeout_s=args.timeout)
     finally:
         ray.shutdown()

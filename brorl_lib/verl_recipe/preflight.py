@@ -189,11 +189,16 @@ def check_revision(model_path: str) -> Result:
 
 def check_weights(model_path: str) -> Result:
     """MODEL_PATH's weight files by content: their SHA-256 against ``start_model.WEIGHT_SHA256`` (says plainly when
-    none is recorded)."""
+    none is recorded) and their tensors against config.json (``start_model.check_structure``)."""
     if not model_path or not Path(model_path).expanduser().is_dir():
         return _fail("weights", f"MODEL_PATH={model_path!r} is not a folder", _download(configs.MODEL_REVISION))
-    ok, detail = start_model.compare(Path(model_path).expanduser())
-    return Result("weights", True, detail) if ok else _fail("weights", detail, _download(configs.MODEL_REVISION))
+    folder = Path(model_path).expanduser()
+    ok, detail = start_model.compare(folder)
+    shaped, structure = start_model.check_structure(folder)
+    detail = f"{detail}; structure: {structure}"
+    if ok and shaped:
+        return Result("weights", True, detail)
+    return _fail("weights", detail, _download(configs.MODEL_REVISION))
 
 
 def check_storage(plan: ArmPlan) -> Result:
@@ -401,7 +406,8 @@ def check_nodes(
             return [Result("nodes", True, "no Ray cluster running; with trainer.nnodes=1 the checks above are its")]
         return [_fail("nodes", f"no Ray cluster to check (trainer.nnodes={nnodes})", "see the ray check")]
     command = [sys.executable, "-m", "brorl_lib.verl_recipe.node_check", "--model-path", inputs.model_path]
-    command += ["--data-dir", inputs.data_dir, "--device", device, "--gpus-per-node", str(gpus_per_node)]
+    command += ["--data-dir", inputs.data_dir, "--ckpt-dir", inputs.ckpt_dir]
+    command += ["--device", device, "--gpus-per-node", str(gpus_per_node)]
     try:
         out = subprocess.run(
             command, input=json.dumps([dataclasses.asdict(p) for p in plans]), capture_output=True, text=True,

@@ -1,11 +1,17 @@
-"""The start model checked by content: the SHA-256 of its weight files against values recorded here.
+"""The start model checked by content: the SHA-256 of its weight files against values recorded here, and their
+structure against the folder's config.json.
+
+``check_structure`` reads each ``*.safetensors`` file's header with the safetensors library (which refuses a
+header that does not parse or does not cover the file) and compares the tensors' names, shapes and dtypes with
+what transformers' Qwen2ForCausalLM of that config.json holds (``models.qwen2.tensor_shapes``): a folder of random
+bytes, a truncated download or another model's weights fail it whether or not hashes are recorded.
 
 A folder's recorded revision can be missing (a copy made without huggingface-cli's metadata) or wrong; its bytes
 cannot. ``WEIGHT_SHA256`` holds the SHA-256 of each weight file of ``MODEL_ID`` at ``configs.MODEL_REVISION``,
 and ``WEIGHT_SHA256_SOURCE`` says where they were read. **No value is recorded yet**: none was found in a public
 source reachable from the machines this recipe was written on (they cannot reach the Hugging Face Hub), and a hash
 is never made up. Until the values are recorded, preflight's ``weights`` check says so, prints the folder's own
-hashes, and does not fail.
+hashes, and fails only on the structure check.
 
 To record them, on a machine that reaches the Hub (the Hub stores each large file through Git LFS, whose pointer
 holds the file's SHA-256):
@@ -20,11 +26,13 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from brorl_lib.models.qwen2 import tensor_shapes
 from brorl_lib.verl_recipe import configs
 
 MODEL_ID = "nvidia/Nemotron-Research-Reasoning-Qwen-1.5B"
@@ -86,6 +94,63 @@ def compare(
         parts.append(f"different content {differ}" if differ else "")
         return False, f"{folder}: " + "; ".join(p for p in parts if p) + f" (recorded: {source})"
     return True, f"{len(found)} weight file(s) match the recorded SHA-256 ({source})"
+
+
+FLOAT_DTYPES = ("F32", "BF16", "F16")  # safetensors' names of the dtypes a checkpoint's weights are stored in
+HARMLESS = re.compile(r"^lm_head\.weight$|\.rotary_emb\.inv_freq$")  # stored by some checkpoints, unused here
+MODEL_TYPES = ("qwen2",)  # the start model's (DeepSeek-R1-Distill-Qwen's config.json)
+
+
+def stored_tensors(folder: Path) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Name -> (shape, dtype) of every tensor in the folder's ``*.safetensors`` files, read from their headers;
+    ValueError naming the file that does not parse or that repeats a tensor of another."""
+    from safetensors import SafetensorError, safe_open
+
+    out: dict[str, tuple[tuple[int, ...], str]] = {}
+    for path in sorted(folder.glob("*.safetensors")):
+        try:
+            with safe_open(str(path), framework="numpy") as f:
+                for name in f.keys():
+                    if name in out:
+                        raise ValueError(f"{path.name}: tensor {name} is stored in another file too")
+                    sl = f.get_slice(name)
+                    out[name] = (tuple(sl.get_shape()), sl.get_dtype())
+        except (SafetensorError, OSError) as err:
+            raise ValueError(f"{path.name} is not a safetensors file ({err})") from err
+    return out
+
+
+def check_structure(folder: Path) -> tuple[bool, str]:
+    """(ok, detail): the folder's safetensors weights hold exactly the tensors its config.json's model has, with their
+    shapes, in a floating dtype (tied heads and rotary caches tolerated). Not ok, naming what differs, otherwise."""
+    try:
+        cfg = json.loads((folder / "config.json").read_text())
+        model_type = cfg.get("model_type")
+        if model_type not in MODEL_TYPES:
+            return False, f"config.json: model_type={model_type!r}; the structure check knows {', '.join(MODEL_TYPES)}"
+        want = tensor_shapes(cfg)
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        return False, f"{folder}/config.json does not give the model's shapes ({type(err).__name__}: {err})"
+    if not list(folder.glob("*.safetensors")):
+        return False, f"{folder} holds no *.safetensors file: the structure check reads their headers"
+    try:
+        found = stored_tensors(folder)
+    except ValueError as err:
+        return False, str(err)
+    missing = sorted(set(want) - set(found))
+    extra = sorted(n for n in set(found) - set(want) if not HARMLESS.search(n))
+    shapes = sorted(n for n in set(want) & set(found) if found[n][0] != want[n])
+    dtypes = sorted(n for n, (_, d) in found.items() if d not in FLOAT_DTYPES)
+    problems = [
+        f"{len(missing)} tensor(s) of the config missing (e.g. {missing[:3]})" if missing else "",
+        f"{len(extra)} tensor(s) the config does not have (e.g. {extra[:3]})" if extra else "",
+        "; ".join(f"{n} is {list(found[n][0])}, the config gives {list(want[n])}" for n in shapes[:3]),
+        f"{len(dtypes)} tensor(s) not in {'/'.join(FLOAT_DTYPES)} (e.g. {dtypes[:3]})" if dtypes else "",
+    ]
+    if any(problems):
+        return False, f"{folder}: " + "; ".join(p for p in problems if p)
+    stored = sorted({d for _, d in found.values()})
+    return True, f"{len(want)} tensors with the shapes config.json gives ({model_type}, {'/'.join(stored)})"
 
 
 def hub_sha256(model_id: str = MODEL_ID, revision: str = configs.MODEL_REVISION, api=None) -> dict[str, str]:
