@@ -261,8 +261,9 @@ def problems(fig: mpl.figure.Figure, style=None) -> list[str]:
             if any(overlap(t, u, tol) for t in texts[a] + [area[a]] for u in texts[b] + [area[b]]):
                 found.append(f"texts of {name[a]!r} and {name[b]!r} overlap")
     top = [(f"the figure text {t.get_text()[:40]!r}", t.get_window_extent(renderer)) for t in shown(fig.texts)]
-    top += [("the figure legend", lg.get_window_extent(renderer)) for lg in fig.legends]
-    for legend in fig.legends:
+    legends = fig.legends + [lg for sub in fig.subfigs for lg in sub.legends]  # a sub-figure's too
+    top += [("the figure legend", lg.get_window_extent(renderer)) for lg in legends]
+    for legend in legends:
         found += legend_problems(legend, "the figure legend")
     for k, (what, box) in enumerate(top):
         found += [f"{what} overlaps {name[ax]!r}" for ax in main

@@ -22,6 +22,7 @@ def _figure(frame: pd.DataFrame, note: bool = False, loc: str = "upper left") ->
     fig, ax = new_figure("column")
     for k in range(3):  # lines across the panel's middle
         ax.plot(frame["x"], frame["y"] + 0.1 * k, color=palette.series(k), label=f"series {k}")
+    ax.set_ylim(0, 1)  # a probability axis: room below and above the lines
     ax.legend(loc=loc)
     if note:  # a text fixed on the lines
         ax.text(0.5, 0.5, "a fixed note", transform=ax.transAxes, ha="center", va="center")

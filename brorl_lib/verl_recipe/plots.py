@@ -3,6 +3,8 @@ paper, and the run of verl's trainer on a CPU on axes of its own (steps, not the
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -12,7 +14,7 @@ from brorl_lib.core.precision import rounded_inputs
 from brorl_lib.facts import reported as paper
 from brorl_lib.facts.setup import PAPER_FIG1_HOURS
 from brorl_lib.figures import palette, styles
-from brorl_lib.figures.plotting import new_figure, pt
+from brorl_lib.figures.plotting import height, new_canvas, new_figure, pt
 
 GRID_COLUMNS = 3  # panels a row at most in Figure 4 and the CPU run's figure (Figure 4's own grid is 3 x 3)
 SHORT_MEDIUM_IN = 4.0  # a medium lower than this (a slide) takes one more panel a row, so fewer rows (our choice)
@@ -57,12 +59,12 @@ def _outer_labels(axes: list[plt.Axes], xlabel: str, ylabels: list[str], fontsiz
 NARROW_IN = 4.0  # a canvas narrower than this (inches) lists the legend's entries one a line (our choice)
 
 
-def _figure_legend(fig: plt.Figure, axes: list[plt.Axes], ncols: int = 2) -> None:
-    """One legend for the figure, below the panels (a panel's own would sit on its data)."""
+def _figure_legend(fig: plt.Figure, axes: list[plt.Axes], ncols: int = 2, loc: str = "outside lower center") -> None:
+    """One legend for the figure, outside the panels (a panel's own would sit on its data)."""
     series = {label: h for ax in axes for h, label in zip(*ax.get_legend_handles_labels())}
     if series:
-        ncols = ncols if fig.get_size_inches()[0] >= NARROW_IN else 1  # a narrow canvas: one entry a line
-        fig.legend(series.values(), series.keys(), loc="outside lower center", ncols=ncols, fontsize=pt(6))
+        ncols = ncols if fig.figure.get_size_inches()[0] >= NARROW_IN else 1  # a narrow canvas: one entry a line
+        fig.legend(series.values(), series.keys(), loc=loc, ncols=ncols, fontsize=pt(6))
 
 
 @rounded_inputs
@@ -91,26 +93,36 @@ def figure1(points: pd.DataFrame) -> plt.Figure:
 
 @rounded_inputs
 def figure4(points: pd.DataFrame) -> plt.Figure:
-    """Figure 4's tasks that have points: pass@1 against hours per arm, from runs at the paper's scale, with the
-    paper's pattern per panel (reported); at most 3 x 3, never a panel without data."""
+    """Figure 4's tasks that have points: pass@1 against hours per arm, from runs at the paper's scale, one row per
+    pattern the paper reports (its words above the row; on a slide, beside it), at most 3 x 3, the legend above."""
     panels = paper.load("figure4_tasks")
     panels = panels[panels["task"].isin(set(points["task"]))]
     if panels.empty:
         raise ValueError("figure4: no points for any of Figure 4's tasks (draw it only when runs have them)")
-    fig, axes = _grid(len(panels), 0.25, 0.32)
-    for ax, (_, panel) in zip(axes, panels.iterrows()):
-        mine = points[points["task"] == panel["task"]]
-        for (source, method), g in mine.groupby(["source", "method"], sort=False):
-            ax.plot(
-                g["hours"],
-                g["pass_at_1"],
-                color=palette.ARMS.get(method, palette.GREY),
-                label=f"{method} ({source})",
-                **_style(source),
-            )
-        ax.set_title(f"{panel['task']}\nreported: {panel['pattern']}", loc="left", fontsize=pt(6))
-    _outer_labels(axes, "Training time (hours)", ["pass@1"] * len(axes), fontsize=pt(6))
-    _figure_legend(fig, axes)
+    rows = list(panels.groupby("pattern", sort=False))
+    ncols = max(len(g) for _, g in rows)
+    fig = new_canvas("full", height("full", 0.25 * len(rows) + 0.07))
+    top, *subs = fig.subfigures(len(rows) + 1, 1, height_ratios=[0.15, *[1] * len(rows)])  # the legend's, then rows
+    axes = []
+    slide = styles.active().height_in < SHORT_MEDIUM_IN  # too low for a heading a row: the pattern beside it
+    for sub, (pattern, group) in zip(subs, rows):
+        if not slide:
+            sub.suptitle(f"reported: {pattern}", x=0.01, ha="left", fontsize=pt(6), color="0.25")
+        cells = sub.subplots(1, ncols, squeeze=False)[0]
+        for ax in cells[len(group) :]:
+            ax.set_visible(False)
+        for ax, task in zip(cells, group["task"]):
+            for (source, method), g in points[points["task"] == task].groupby(["source", "method"], sort=False):
+                ax.plot(g["hours"], g["pass_at_1"], color=palette.ARMS.get(method, palette.GREY),
+                        label=f"{method} ({source})", **_style(source))  # fmt: skip
+            ax.set_title(task, loc="left", fontsize=pt(6))
+            ax.tick_params(labelsize=pt(5.5))
+            axes.append(ax)
+        cells[0].set_ylabel(
+            textwrap.fill(f"reported: {pattern}", 22) if slide else "pass@1", fontsize=pt(5.5 if slide else 6)
+        )
+    fig.supxlabel("Training time (hours)" + ("; y: pass@1" if slide else ""), fontsize=pt(6))
+    _figure_legend(top, axes, loc="center")
     return fig
 
 
