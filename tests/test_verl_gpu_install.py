@@ -38,9 +38,10 @@ def report(request, tmp_path_factory):
         pytest.skip(reason=why)
     python = sys.executable
     if request.param == gi.PYTHON:
-        python, where = gi.find_python(gi.PYTHON)
-        if python is None:
+        found, where = gi.find_python(gi.PYTHON)
+        if found is None:
             pytest.skip(reason=f"{where}: the gpu install's resolution is NOT checked with Python {gi.PYTHON}")
+        python = gi.venv_with_pip(found, tmp_path_factory.mktemp("venv"))  # this pip, not that Python's own
     return gi.resolve(gi.GPU_EXTRA, tmp_path_factory.mktemp("pip") / "report.json", python=python)
 
 
