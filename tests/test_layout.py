@@ -29,7 +29,7 @@ def _figure(frame: pd.DataFrame, note: bool = False, loc: str = "upper left") ->
     return fig
 
 
-FRAME = pd.DataFrame({"x": np.linspace(0, 1, 20), "y": 0.45 + 0.02 * np.sin(np.linspace(0, 6, 20))})
+FRAME = pd.DataFrame({"x": np.linspace(0, 1, 20), "y": 0.5 + 0.02 * np.sin(np.linspace(0, 6, 20))})
 
 
 def test_texts_over_data_alike_or_pale_entries_off_canvas_and_a_canvas_beyond_its_medium_are_found():
