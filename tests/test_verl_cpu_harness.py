@@ -150,20 +150,25 @@ def test_recipe_hands_the_guard_the_keys_verl_reads():
     }
 
 
+def _buffer(sampler_kwargs: dict) -> guard.BoundedReplayBuffer:
+    """The guard's buffer as verl's sync trainer builds it, from the composed sampler kwargs."""
+    return guard.BoundedReplayBuffer(
+        trainer_mode="sync",
+        trainer_config={},
+        max_off_policy_threshold=None,
+        max_off_policy_strategy="drop",
+        sampler_kwargs=sampler_kwargs,
+        refill_fn=lambda n: None,
+    )
+
+
 def test_filter_groups_enable_false_turns_the_guards_filter_off_as_verls_buffer_does():
     ov = record.profile_arms()["cpu/prorl"][1]
     for enable, metric in (("true", "acc"), ("false", None)):
         kwargs = dict(
             configs.compose([*ov, f"algorithm.filter_groups.enable={enable}"]).trainer.v1.sampler.sampler_kwargs
         )
-        buf = guard.BoundedReplayBuffer(
-            trainer_mode="sync",
-            trainer_config={},
-            max_off_policy_threshold=None,
-            max_off_policy_strategy="drop",
-            sampler_kwargs=kwargs,
-            refill_fn=lambda n: None,
-        )
+        buf = _buffer(kwargs)
         batch = int(kwargs["train_batch_size"])
         assert (buf.filter_groups_metric, buf.gen_batch_size) == (metric, 1 if metric else batch), enable
 
@@ -172,14 +177,7 @@ def test_inflight_and_refill_keys_reach_the_guard_as_verl_gives_them_its_own_buf
     ov = record.profile_arms()["cpu/prorl"][1]
     keys = ["algorithm.filter_groups.max_inflight_gen_batches=3", "trainer.v1.sampler.sync_refill_failed_groups=true"]
     kwargs = dict(configs.compose(ov + keys).trainer.v1.sampler.sampler_kwargs)
-    buf = guard.BoundedReplayBuffer(
-        trainer_mode="sync",
-        trainer_config={},
-        max_off_policy_threshold=None,
-        max_off_policy_strategy="drop",
-        sampler_kwargs=kwargs,
-        refill_fn=lambda n: None,
-    )
+    buf = _buffer(kwargs)
     assert (buf.max_inflight_gen_batches, buf.sync_refill_failed_groups, buf.sampler_kwargs) == (3, True, {})
 
 
