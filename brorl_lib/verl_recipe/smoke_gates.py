@@ -2,9 +2,9 @@
 
 A range comes from the paper where the paper gives the number (Table 1's hours per step, Table 2's dynamic-sampling
 pass rate, both reported for 64 GPUs, scaled linearly to the smoke's GPUs by the caller: an *estimate*); where it
-gives none, from a parameter below whose comment says it is our choice. docs/gpu-and-clusters.md#the-smoke-reports-gates
-lists every range (``ranges_table`` writes it; a test keeps the two equal). A metric that was not logged fails: a gate
-that cannot see its metric says nothing.
+gives none, from a parameter below whose comment says it is our choice.
+docs/gpu-and-clusters.md#the-smoke-runs-hours-limits-and-gates lists every range (``ranges_table`` writes it; a test
+keeps the two equal). A metric that was not logged fails: a gate that cannot see its metric says nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from brorl_lib.verl_recipe import configs, logs
 STEP_TIME_BAND = (0.25, 2.0)  # our choice: x the estimate; slower than 2x breaks the plan, faster than 1/4 is suspect
 PASS_RATE_MARGIN = 0.2  # our choice: Table 2's pass rate +- this (the smoke's first steps, not the paper's average)
 # our choice: at most this x 1/pass rate rounds; verl's sync refill also generates, then discards, the groups in
-# flight when the batch fills (verl-notes: about 1.4 x 1/pass rate in a simulation), and the round cap is 10
+# flight when the batch fills, and the round cap is 10
 ROUNDS_HEADROOM = 2.0
 NONZERO = 1e-9  # "above 0": from the second PPO mini-batch on the policy is no longer the one that sampled
 PPO_KL_HIGH = 0.01  # our choice: |mean log-ratio| between the sampling and the updated policy within one step
