@@ -48,7 +48,13 @@ def test_notebook_04s_caveat_is_read_from_its_plateau_gates():
     plateau = _plateau(gate_low_q=True, gate_kept=True, gate_pass1=True, plateau_reached=True)
     assert "passed every gate at its plateau" in study_report.claim(verdict, plateau)["caveat"]
     plateau = _plateau(gate_low_q=True, gate_kept=True, gate_pass1=True, plateau_reached=False)
-    assert "phase 1's cap, reached before the plateau was shown flat" in study_report.claim(verdict, plateau)["caveat"]
+    assert "at phase 1's cap (step 1,200), not shown flat" in study_report.claim(verdict, plateau)["caveat"]
+    noisy = _plateau(plateau_kind=study_report.RATE_NOISE)  # the plateau's kind is carried by the caveat
+    assert "not shown flat and a learning-rate-noise plateau" in study_report.claim(verdict, noisy)["caveat"]
+    quiet = _plateau(plateau_kind="plateau at every rate tried")
+    assert "learning-rate-noise" not in study_report.claim(verdict, quiet)["caveat"]
+    passed = _plateau(plateau_kind=study_report.RATE_NOISE, gate_low_q=True, plateau_reached=True)
+    assert study_report.claim(verdict, passed)["caveat"].endswith("the paper's regime was not shown")
     assert (
         study_report.claim(verdict, plateau.head(0))["caveat"] == "a tiny model on one task (countdown) at laptop scale"
     )

@@ -755,3 +755,109 @@ def test_the_committed_update_quality_grid_reads_back_from_a_clone(tmp_path):
     assert committed and committed <= set(names)  # the measured checkpoints are the stage's; the rest still to run
     rows = study.update_quality_stage(cfg.study(), cfg.quality(), tmp_path, progress=False, compute=False)
     assert set(rows["checkpoint"]) == committed and len(rows) > 0  # read back, nothing computed
+
+
+# --- the plateau's checks and the IsoCompute differences, on small synthetic inputs ---
+
+
+def _reward_study(tmp_path, monkeypatch, reward) -> study.StudySettings:
+    """A phase-1 metrics.csv of 40 steps (step 0 without a reward) with ``reward(step)``, the plateau at step 40, and
+    a study whose plateau windows are 2 evaluations of 10 steps (20 steps each)."""
+    s = replace(tiny_study(), eval_every=10, snapshot_every=10, screen_max_steps=10, phase1_max_steps=40)
+    (tmp_path / study.PHASE1).mkdir(parents=True, exist_ok=True)
+    steps = np.arange(41)
+    pd.DataFrame({"step": steps, "reward_mean": [np.nan] + [reward(k) for k in steps[1:]]}).to_csv(
+        tmp_path / study.PHASE1 / "metrics.csv", index=False
+    )
+    monkeypatch.setattr(sr, "plateau_record", lambda root, s: {"step": 40})
+    monkeypatch.setattr(study, "chosen", lambda s, root: None)
+    monkeypatch.setattr(study, "folder", lambda root, c: tmp_path)
+    return s
+
+
+def test_the_training_rewards_rise_compares_the_plateau_rules_last_two_windows(tmp_path, monkeypatch):
+    s = _reward_study(tmp_path, monkeypatch, lambda k: 0.5 + 0.001 * k)  # +0.1 per 100 steps
+    r = sr.reward_rise(tmp_path, s)
+    assert r["reward_window_before"] == pytest.approx(0.5 + 0.001 * 10.5)  # steps 1-20
+    assert r["reward_window_last"] == pytest.approx(0.5 + 0.001 * 30.5)  # steps 21-40
+    assert r["reward_rise"] == pytest.approx(0.02) and r["reward_rise_per_100_steps"] == pytest.approx(0.1)
+    assert r["reward_rise_upper"] > r["reward_rise"] > 0 and not r["reward_flat"]
+    s = _reward_study(tmp_path, monkeypatch, lambda k: 0.5 + 0.002 * (-1) ** k)  # noise about a flat level
+    r = sr.reward_rise(tmp_path, s)
+    assert abs(r["reward_rise"]) < 1e-12 and 0 < r["reward_rise_upper"] < 0.01 and r["reward_flat"]
+    short = sr.window_rise(pd.Series([0.1, 0.2]), pd.Series([1, 2]), end=2, span=1, alpha=0.05)
+    assert np.isnan(short["rise"])  # one step a window: no standard error, no bound
+
+
+def _prorl_table(gains: dict[str, float], seeds: dict[str, int]) -> pd.DataFrame:
+    """``at_budgets``-like rows: ProRL at multiples of phase 1's rate (and arms the control must ignore), two
+    budgets; ``gains[arm]``: its held-out pass@1 above the plateau's 0.5."""
+    factors = {"N16": 1.0, "N16_lr0.5x": 0.5, "N16_lr0.25x": 0.25, "N16_lr2x": 2.0, "N512_lr0.5x": 0.5}
+    rows = [dict(arm=arm, label=arm, lr_factor=factors[arm], seed=k, budget=b, step=step, pass1=0.5 + gains[arm])
+            for arm in gains for k in range(seeds.get(arm, 3)) for b, step in ((65536, 5), (131072, 9))]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_the_lower_rate_control_decides_the_plateaus_kind_on_rates_with_two_seeds(monkeypatch):
+    noise = np.random.default_rng(0).normal(0, 0.01, size=50)  # each prompt's offset, the same in every run
+    table = _prorl_table({"N16": 0.0, "N16_lr0.5x": 0.03, "N16_lr0.25x": 0.0, "N16_lr2x": 0.2, "N512_lr0.5x": 0.2},
+                         {"N16_lr0.25x": 1})  # fmt: skip
+    by_run = table.set_index(["arm", "seed", "step"])["pass1"]
+    monkeypatch.setattr(sr, "per_prompt", lambda root, s, arm, seed, step: noise + (
+        0.5 if step == 0 else by_run[(arm, seed, step)]))  # fmt: skip
+    p, s = phase2(), tiny_study()
+    control = sr.lower_rate_control(table, p, None, s)
+    assert list(control["lr_factor"]) == [1.0, 1.0, 0.5, 0.5, 0.25, 0.25]  # no higher rate, no other N
+    assert list(control["budget"]) == [65536, 131072] * 3
+    half = control[control["lr_factor"] == 0.5].iloc[0]
+    assert half["difference"] == pytest.approx(0.03) and half["gain"] == pytest.approx(0.03)
+    assert (half["ci_low"], half["ci_high"]) == pytest.approx((0.03, 0.03))  # the same gain on every seed and prompt
+    assert half["seeds"] == 3 and not half["below_threshold"]
+    own = control[control["lr_factor"] == 1.0].iloc[0]
+    assert own["against"] == sr.PLATEAU_BASE and own["difference"] == pytest.approx(0.0)
+    quarter = control[control["lr_factor"] == 0.25].iloc[0]
+    assert quarter["seeds"] == 1 and quarter["interval"] == "prompts, one seed" and quarter["below_threshold"]
+    assert quarter["label"] == "ProRL N=16, 0.25x lr"  # the arm's label, not its code
+    assert sr.lower_rate_flat(control) is False
+    assert sr.plateau_kind(True, control) == sr.RATE_NOISE  # a lower rate gains: the reward's flatness is not enough
+    flat = _prorl_table({"N16": 0.0, "N16_lr0.5x": 0.0, "N16_lr0.25x": 0.05}, {"N16_lr0.25x": 1})
+    by_run = flat.set_index(["arm", "seed", "step"])["pass1"]
+    control = sr.lower_rate_control(flat, p, None, s)
+    assert sr.lower_rate_flat(control) is True  # the one-seed 0.25x gain is shown, it does not decide
+    assert sr.plateau_kind(True, control) == "plateau at every rate tried"
+    assert sr.plateau_kind(False, control) == sr.RATE_NOISE  # the training reward still rises
+    only_own = control[control["lr_factor"] == 1.0]
+    assert sr.lower_rate_flat(only_own) is None and "pending" in sr.plateau_kind(True, only_own)
+    assert sr.lower_rate_control(pd.DataFrame(), p, None, s).empty
+
+
+def _iso_table(shift: dict[tuple[int, float], float]) -> pd.DataFrame:
+    """IsoCompute rows, 3 seeds and two budgets per (N, multiple), at held-out pass@1 0.7 + ``shift``."""
+    budgets = ((65536, 5), (131072, 9))
+    rows = [dict(arm=f"iso_N{n}_lr{f:g}x", label="", role="isocompute", N=n, lr_factor=f, seed=k, budget=b, step=step,
+                 pass1=0.7 + d) for (n, f), d in shift.items() for k in range(3) for b, step in budgets]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_isocompute_differences_pair_each_n_at_its_own_best_rate_with_n16(monkeypatch):
+    table = _iso_table({(16, 0.5): 0.0, (8, 1.0): -0.05, (32, 0.25): 0.002, (32, 0.5): 0.3})
+    by_run = table.set_index(["arm", "seed", "step"])["pass1"]
+    rng = np.random.default_rng(1)
+    noise = {key: rng.normal(0, 0.02, size=60) for key in by_run.index}  # prompt noise of every run on its own
+    monkeypatch.setattr(sr, "per_prompt", lambda root, s, arm, seed, step: by_run[(arm, seed, step)] + noise[
+        (arm, seed, step)])  # fmt: skip
+    tunings = {n: p2.Tuning(grid=(best,), needs=(), best=best, scores={}) for n, best in ((8, 1.0), (16, 0.5),
+                                                                                         (32, 0.25))}  # fmt: skip
+    diffs = sr.isocompute_differences(table, tunings, None, None)
+    assert list(zip(diffs["budget"], diffs["n_rollouts"])) == [(65536, 8), (65536, 32), (131072, 8), (131072, 32)]
+    assert (diffs["lr_factor"].tolist(), set(diffs["base_lr_factor"])) == ([1.0, 0.25, 1.0, 0.25], {0.5})
+    n8, n32 = diffs[diffs["n_rollouts"] == 8], diffs[diffs["n_rollouts"] == 32]
+    assert (n8["direction"] == "lower").all() and n8["mean"].between(-0.06, -0.04).all()
+    assert (n32["direction"] == "no difference").all() and (n32["ci_high"] < 0.3).all()  # 0.5x of N=32 not used
+    assert (diffs["ci_high"] - diffs["ci_low"] > diffs["ci_high_seeds"] - diffs["ci_low_seeds"]).any()  # prompts count
+    said = sr.isocompute_summary(diffs)
+    top = diffs.loc[diffs["budget"] == 131072, "ci_high"].max()
+    assert said[0].startswith(f"no N beats N=16 by more than {top:+.3f} at 131,072 samples")
+    assert "N=8 ends below N=16 at 65,536 and 131,072 samples" in said and len(said) == 2
+    assert sr.isocompute_differences(table, {8: tunings[8], 32: tunings[32]}, None, None).empty  # no N=16 in the grid
+    assert sr.isocompute_summary(diffs.head(0)) == ["no IsoCompute N has a paired difference to N=16 yet"]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats as scipy_stats
 
 from brorl_lib.core import stats
 from brorl_lib.core.claims import Claim
@@ -43,9 +44,11 @@ def plateau_record(root: Path, s: study.StudySettings) -> dict:
     return json.loads((study.folder(root, study.chosen(s, root)) / study.PLATEAU_RECORD).read_text())
 
 
-def plateau_table(root: Path, s: study.StudySettings) -> pd.DataFrame:
+def plateau_table(root: Path, s: study.StudySettings, control: pd.DataFrame | None = None) -> pd.DataFrame:
     """The plateau of the chosen candidate: the smoothed plateau test, exact held-out pass@1, the regime and the
-    gates (one row; one task)."""
+    gates, the training reward's rise over phase 1's last windows (``reward_rise``) and, given the lower-rate
+    control (``lower_rate_control``), whether every lower rate stayed within the threshold and what the plateau
+    is (``plateau_kind``) (one row; one task)."""
     record = plateau_record(root, s)
     keep = [
         "candidate", "step", "cap", "plateau_reached", "smoothed_pass1", "rise", "rise_se", "rise_upper", "pass1",
@@ -53,7 +56,131 @@ def plateau_table(root: Path, s: study.StudySettings) -> pd.DataFrame:
         "mean_q", "low_q_share_exact", "q_below_low_share", "q_solved_share", "kept_fraction",
         "gate_pass1", "gate_low_q", "gate_kept", "gates_passed",
     ]  # fmt: skip
-    return pd.DataFrame([{k: record.get(k) for k in keep}]).assign(task="countdown")
+    row = {k: record.get(k) for k in keep} | reward_rise(root, s)
+    if control is not None:
+        row |= {"lower_rate_flat": lower_rate_flat(control),
+                "plateau_kind": plateau_kind(row["reward_flat"], control)}  # fmt: skip
+    return pd.DataFrame([row]).assign(task="countdown")
+
+
+def window_rise(values: pd.Series, steps: pd.Series, end: int, span: int, alpha: float) -> dict[str, float]:
+    """Mean of ``values`` over the steps in (end - span, end] minus their mean over the ``span`` steps before, with
+    its standard error (the steps as independent units, Welch) and one-sided upper ``1 - alpha`` Student-t bound
+    (Welch-Satterthwaite degrees of freedom); NaN where a window holds fewer than two steps."""
+    last = values[(steps > end - span) & (steps <= end)].dropna().to_numpy(dtype=float)
+    before = values[(steps > end - 2 * span) & (steps <= end - span)].dropna().to_numpy(dtype=float)
+    if min(last.size, before.size) < 2:
+        return {"before": np.nan, "last": np.nan, "rise": np.nan, "se": np.nan, "upper": np.nan}
+    va, vb = last.var(ddof=1) / last.size, before.var(ddof=1) / before.size
+    se = float(np.sqrt(va + vb))
+    df = (va + vb) ** 2 / (va**2 / (last.size - 1) + vb**2 / (before.size - 1)) if se > 0 else 1.0
+    rise = float(last.mean() - before.mean())
+    upper = rise + (float(scipy_stats.t.ppf(1 - alpha, df)) * se if se > 0 else 0.0)
+    return {"before": float(before.mean()), "last": float(last.mean()), "rise": rise, "se": se, "upper": upper}
+
+
+def reward_rise(root: Path, s: study.StudySettings) -> dict:
+    """The training reward (phase 1's ``reward_mean``: the share of generated samples scored correct at the
+    training temperature) over the plateau rule's last window of evaluations (``plateau_window`` x ``eval_every``
+    steps up to the plateau step) minus the window before (``window_rise``), its rise per 100 steps (the windows'
+    centres are one window apart), and whether it is flat by the plateau rule's own test (its upper bound below
+    ``plateau_min_rise``, our choice to apply the held-out threshold to the training reward)."""
+    record = plateau_record(root, s)
+    metrics = pd.read_csv(study.folder(root, study.chosen(s, root)) / study.PHASE1 / "metrics.csv")
+    metrics = metrics[metrics["step"] > 0]
+    span = s.plateau_rule.window * s.eval_every
+    r = window_rise(metrics["reward_mean"], metrics["step"], int(record["step"]), span, s.plateau_rule.alpha)
+    return {"reward_window_before": r["before"], "reward_window_last": r["last"], "reward_rise": r["rise"],
+            "reward_rise_se": r["se"], "reward_rise_upper": r["upper"],
+            "reward_rise_per_100_steps": r["rise"] * 100 / span,
+            "reward_flat": bool(r["upper"] < s.plateau_rule.min_rise)}  # fmt: skip
+
+
+LOWER_RATE_COLUMNS = ["label", "lr_factor", "budget", "seeds", "pass1", "gain", "gain_ci_low", "gain_ci_high",
+                      "against", "difference", "ci_low", "ci_high", "interval", "below_threshold"]  # fmt: skip
+PHASE1_RATE, PLATEAU_BASE = "ProRL at phase 1's rate", "the plateau"
+
+
+def _interval_row(d: np.ndarray) -> dict:
+    """Mean of ``d`` (seeds x prompts) and its 95% two-way interval over seeds and prompts (``two_way_interval``;
+    with one seed, over the prompts alone)."""
+    low, high = two_way_interval(d)
+    return {"mean": float(d.mean()), "ci_low": low, "ci_high": high}
+
+
+def lower_rate_control(table: pd.DataFrame, p: p2.Phase2Settings, root: Path, s: study.StudySettings) -> pd.DataFrame:
+    """ProRL's continuation of the plateau at phase 1's own rate (the rule's, multiple 1) and at every lower
+    multiple of it that has finished runs, at the first and the last budget (``table``: ``at_budgets``). Per row:
+    seeds, mean held-out pass@1, the gain since the plateau, and the difference that decides: for a lower rate,
+    minus ProRL at phase 1's rate paired by seed; for phase 1's rate, its own gain. 95% intervals over seeds and
+    prompts (one seed: over the prompts alone, ``interval`` says which); ``below_threshold``: the interval's upper
+    end is below ``plateau_min_rise``."""
+    if table.empty:
+        return pd.DataFrame(columns=LOWER_RATE_COLUMNS)
+    own = p2.verdict_arm(p, study.BASE_N).name
+    factors = sorted({float(f) for f in table["lr_factor"] if f <= 1}, reverse=True)
+    arms = [(f, p2.verdict_arm(p, study.BASE_N, f)) for f in factors]
+    arms = [(f, a) for f, a in arms if (table["arm"] == a.name).any()]
+    rows = []
+    for f, arm in arms:
+        for b in dict.fromkeys((p.budgets[0], p.budgets[-1])):
+            gain = paired_differences(table, arm.name, None, b, root, s)
+            if not gain.size:
+                continue
+            base = None if arm.name == own else own
+            d = gain if base is None else paired_differences(table, arm.name, base, b, root, s)
+            if not d.size:
+                continue
+            g, r = _interval_row(gain), _interval_row(d)
+            pass1 = table.loc[(table["arm"] == arm.name) & (table["budget"] == b), "pass1"].mean()
+            rows.append({"label": arm.label, "lr_factor": f, "budget": b, "seeds": d.shape[0], "pass1": pass1,
+                         "gain": g["mean"], "gain_ci_low": g["ci_low"], "gain_ci_high": g["ci_high"],
+                         "against": PLATEAU_BASE if base is None else PHASE1_RATE, "difference": r["mean"],
+                         "ci_low": r["ci_low"], "ci_high": r["ci_high"],
+                         "interval": "seeds and prompts" if d.shape[0] > 1 else "prompts, one seed",
+                         "below_threshold": bool(r["ci_high"] < s.plateau_rule.min_rise)})  # fmt: skip
+    return pd.DataFrame(rows, columns=LOWER_RATE_COLUMNS)
+
+
+def lower_rate_flat(control: pd.DataFrame) -> bool | None:
+    """Whether every lower rate with two or more seeds stays within the plateau threshold of ProRL at phase 1's
+    rate (``lower_rate_control``'s ``below_threshold``); None when no such row exists yet (a one-seed row is shown,
+    it does not decide)."""
+    deciding = control[(control["against"] == PHASE1_RATE) & (control["seeds"] >= 2)] if len(control) else control
+    return None if deciding.empty else bool(deciding["below_threshold"].all())
+
+
+RATE_NOISE = "learning-rate-noise plateau (the paper's regime not shown)"
+
+
+def plateau_kind(reward_flat: bool, control: pd.DataFrame) -> str:
+    """What the plateau is: a learning-rate-noise plateau (``RATE_NOISE``) when the training reward is not shown
+    flat or a lower rate is not shown to gain less than the threshold (``lower_rate_flat``), a plateau at every rate
+    tried when both are flat, and pending while the lower-rate control has no deciding row."""
+    lower = lower_rate_flat(control)
+    if not reward_flat or lower is False:
+        return RATE_NOISE
+    return "plateau at every rate tried" if lower else "training reward flat; lower-rate control pending"
+
+
+def plateau_text(plateau_table: pd.DataFrame, control: pd.DataFrame) -> str:
+    """The plateau's two checks in sentences, rounded (``reward_rise``, ``lower_rate_control``), and its kind."""
+    r = plateau_table.iloc[0]
+    lines = [
+        f"training reward over phase 1's last window {r['reward_window_last']:.3f} against "
+        f"{r['reward_window_before']:.3f} the window before: rise {r['reward_rise']:+.4f} (standard error "
+        f"{r['reward_rise_se']:.4f}, upper bound {r['reward_rise_upper']:+.4f}; {r['reward_rise_per_100_steps']:+.4f} "
+        f"per 100 steps) -> {'flat' if r['reward_flat'] else 'not shown flat'}"
+    ]
+    for c in control.itertuples():
+        lines.append(
+            f"{c.label} at {int(c.budget):,} samples ({c.seeds} seed{'s' if c.seeds > 1 else ''}): gain since the "
+            f"plateau {c.gain:+.3f} [{c.gain_ci_low:+.3f}, {c.gain_ci_high:+.3f}]"
+            + ("" if c.against == PLATEAU_BASE else f"; minus {PHASE1_RATE} {c.difference:+.3f} "
+               f"[{c.ci_low:+.3f}, {c.ci_high:+.3f}]") + f" (95% over {c.interval})"
+        )  # fmt: skip
+    lines.append(f"the plateau: {r['plateau_kind']}" if "plateau_kind" in r else "the plateau: control not computed")
+    return wrapped(lines)
 
 
 def plateau_bands(root: Path, s: study.StudySettings) -> pd.DataFrame:
@@ -137,24 +264,34 @@ def two_way_interval(d: np.ndarray, confidence: float = 0.95, draws: int = 4000,
     return float(np.percentile(est, tail)), float(np.percentile(est, 100 - tail))
 
 
-def compare(table: pd.DataFrame, arm: str, base: str | None, budget: int, root: Path, s) -> dict | None:
-    """Paired by seed: arm minus base at ``budget`` (base None: minus the plateau), with the seed-level t interval
-    and sign-flip test and the two-way interval over seeds and prompts (None with fewer than 2 shared seeds)."""
+def paired_differences(table: pd.DataFrame, arm: str, base: str | None, budget: int, root: Path, s) -> np.ndarray:
+    """Per shared seed and held-out prompt (seeds x prompts): exact pass@1 of ``arm`` at ``budget`` minus that of
+    ``base`` at the same budget and seed (base None: minus the plateau, the arm's step 0); no rows without a shared
+    seed."""
     a = table[(table["arm"] == arm) & (table["budget"] == budget)].set_index("seed")
     b = a if base is None else table[(table["arm"] == base) & (table["budget"] == budget)].set_index("seed")
-    seeds = a.index.intersection(b.index)
-    if len(seeds) < 2:
-        return None
+    seeds = list(a.index.intersection(b.index))  # in the arm's order, as the bootstrap draws them
+    if not seeds:
+        return np.empty((0, 0))
     if base is None:
         d = [per_prompt(root, s, arm, k, a.loc[k, "step"]) - per_prompt(root, s, arm, k, 0) for k in seeds]
     else:
         d = [per_prompt(root, s, arm, k, a.loc[k, "step"]) - per_prompt(root, s, base, k, b.loc[k, "step"])
              for k in seeds]  # fmt: skip
-    d = np.array(d)
+    return np.array(d).reshape(len(seeds), -1)
+
+
+def compare(table: pd.DataFrame, arm: str, base: str | None, budget: int, root: Path, s) -> dict | None:
+    """Paired by seed: arm minus base at ``budget`` (base None: minus the plateau), with the seed-level t interval
+    and sign-flip test and the two-way interval over seeds and prompts (None with fewer than 2 shared seeds)."""
+    d = paired_differences(table, arm, base, budget, root, s)
+    seeds = d.shape[0]
+    if seeds < 2:
+        return None
     low, high = two_way_interval(d)
     per_seed = d.mean(1)
     return (stats.mean_interval(per_seed) | {f"sign_flip_{k}": v for k, v in sign_flip_p(per_seed).items()}
-            | {"seeds": len(seeds), "ci_low_seeds_prompts": low, "ci_high_seeds_prompts": high})  # fmt: skip
+            | {"seeds": seeds, "ci_low_seeds_prompts": low, "ci_high_seeds_prompts": high})  # fmt: skip
 
 
 def comparisons(p: p2.Phase2Settings, tuned: dict[int, float | None]) -> list[tuple[str, str, str | None]]:
@@ -406,6 +543,64 @@ def best_n(iso: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).round(4)
 
 
+ISO_DIFFERENCE_COLUMNS = ["task", "budget", "n_rollouts", "lr_factor", "base_n", "base_lr_factor", "seeds", "mean",
+                          "ci_low", "ci_high", "ci_low_seeds", "ci_high_seeds", "direction"]  # fmt: skip
+
+
+def isocompute_differences(table: pd.DataFrame, tunings: dict, root: Path, s, base_n: int = study.BASE_N):
+    """Per budget, each IsoCompute N minus ``base_n`` (N=16), each at its own picked learning-rate multiple
+    (``tunings[N].best``), paired by seed (``compare``): the mean difference of exact held-out pass@1, its 95%
+    interval over seeds and held-out prompts (``ci_low``, ``ci_high``; its direction), and the t interval over
+    seeds alone (``ci_low_seeds``, ``ci_high_seeds``). Empty when ``base_n`` is not in the grid or not settled."""
+    iso = table[table["role"] == "isocompute"] if len(table) else table
+    base_t = tunings.get(base_n)
+    if iso.empty or base_t is None or base_t.best is None:
+        return pd.DataFrame(columns=ISO_DIFFERENCE_COLUMNS)
+
+    def arm_of(n: int, factor: float) -> str | None:
+        hit = iso.loc[(iso["N"] == n) & (iso["lr_factor"] == factor), "arm"]
+        return hit.iloc[0] if len(hit) else None
+
+    base = arm_of(base_n, base_t.best)
+    rows = []
+    for b in sorted(iso["budget"].unique()):
+        for n in sorted(n for n in tunings if n != base_n and tunings[n].best is not None):
+            arm = arm_of(n, tunings[n].best)
+            r = compare(iso, arm, base, b, root, s) if arm and base else None
+            if r is None:
+                continue
+            lo, hi = r["ci_low_seeds_prompts"], r["ci_high_seeds_prompts"]
+            rows.append({"task": "countdown", "budget": int(b), "n_rollouts": int(n), "lr_factor": tunings[n].best,
+                         "base_n": base_n, "base_lr_factor": base_t.best, "seeds": r["seeds"], "mean": r["mean"],
+                         "ci_low": lo, "ci_high": hi, "ci_low_seeds": r["ci_low"], "ci_high_seeds": r["ci_high"],
+                         "direction": "higher" if lo > 0 else "lower" if hi < 0 else "no difference"})  # fmt: skip
+    return pd.DataFrame(rows, columns=ISO_DIFFERENCE_COLUMNS)
+
+
+def isocompute_summary(diffs: pd.DataFrame) -> list[str]:
+    """What the IsoCompute differences (``isocompute_differences``) support, in sentences: the largest upper end of
+    any N's interval against N=16 at the last budget and at any budget (no N beats N=16 by more than it), and the N
+    whose interval lies below (above) 0, with the budgets where it does."""
+    if diffs.empty:
+        return ["no IsoCompute N has a paired difference to N=16 yet"]
+    base, last = int(diffs["base_n"].iloc[0]), int(diffs["budget"].max())
+    at_last = diffs[diffs["budget"] == last]
+    top, top_any = at_last.loc[at_last["ci_high"].idxmax()], diffs.loc[diffs["ci_high"].idxmax()]
+    lines = [
+        f"no N beats N={base} by more than {top['ci_high']:+.3f} at {last:,} samples (the largest upper end, "
+        f"N={int(top['n_rollouts'])}) or by more than {top_any['ci_high']:+.3f} at any budget "
+        f"(N={int(top_any['n_rollouts'])} at {int(top_any['budget']):,}); 95% intervals over seeds and prompts"
+    ]
+    for direction, word in (("lower", "below"), ("higher", "above")):
+        shown = diffs[diffs["direction"] == direction]
+        for n, g in shown.groupby("n_rollouts"):
+            budgets = " and ".join(f"{int(b):,}" for b in g["budget"])
+            lines.append(f"N={int(n)} ends {word} N={base} at {budgets} samples")
+    if not (diffs["direction"] != "no difference").any():
+        lines.append(f"no N is told apart from N={base} at any budget")
+    return lines
+
+
 ACCOUNTING = ["arm", "label", "N", "prompts", "steps", "generated", "kept", "surplus_groups", "rounds",
               "surplus_samples", "kept_fraction"]  # fmt: skip
 
@@ -532,14 +727,15 @@ def phase1_curve(root: Path, s: study.StudySettings) -> pd.DataFrame:
     return out
 
 
-def conclusion(verdict_table: pd.DataFrame, verdict_t: dict, status: dict[str, int]) -> list[str]:
+def conclusion(verdict_table: pd.DataFrame, verdict_t: dict, status: dict[str, int], kind: str = "") -> list[str]:
     """The verdict in sentences, each computed from the table (at the largest budget every comparison reached):
     the rates used, each comparison's mean, its interval over seeds and prompts and its direction; what is still
-    running."""
+    running; and, given the plateau's ``kind`` (``plateau_kind``), the condition every comparison starts from."""
     f16, f512 = (verdict_t[n].best for n in (study.BASE_N, p2.BROAD_N))
     tuned = (f"tuned multiples of the rule's rate: ProRL {f16:g}x, BroRL {f512:g}x" if None not in (f16, f512)
              else "the rates are still being tuned")  # fmt: skip
     lines = [f"phase 2: {status['finished']} runs finished, {status['pending']} more planned so far; {tuned}"]
+    lines += [f"every comparison starts from a {kind}"] if kind == RATE_NOISE else []
     if verdict_table.empty:
         return lines + ["no comparison has two seeds yet: no verdict"]
     for (rates, comparison), g in verdict_table.groupby(["rates", "comparison"], sort=False):
@@ -566,9 +762,9 @@ def wrapped(lines: list[str], width: int = TEXT_WIDTH) -> str:
     return "\n".join(fill(line) for line in lines)
 
 
-def conclusion_text(verdict_table: pd.DataFrame, verdict_t: dict, status: dict[str, int]) -> str:
+def conclusion_text(verdict_table: pd.DataFrame, verdict_t: dict, status: dict[str, int], kind: str = "") -> str:
     """The verdict's sentences (``conclusion``) as wrapped text, one paragraph each."""
-    return wrapped(conclusion(verdict_table, verdict_t, status))
+    return wrapped(conclusion(verdict_table, verdict_t, status, kind))
 
 
 def outside_text(record: dict) -> str:
@@ -619,7 +815,8 @@ def _comparisons(verdict_table: pd.DataFrame) -> str:
 
 
 def _gates(plateau_table: pd.DataFrame) -> str:
-    """Whether the chosen candidate reached the regime the paper's argument needs (its plateau gates)."""
+    """Whether the chosen candidate reached the regime the paper's argument needs (its plateau gates), and, where
+    the plateau table says so (``plateau_kind``), that its plateau is a learning-rate-noise plateau."""
     r = plateau_table.iloc[0]
     measured = {
         "pass1": f"pass@1 {float(r['pass1']):.3f} in its band",
@@ -628,10 +825,13 @@ def _gates(plateau_table: pd.DataFrame) -> str:
     }
     failed = [text for key, text in measured.items() if str(r[f"gate_{key}"]).strip().lower() != "true"]
     flat = str(r["plateau_reached"]).strip().lower() == "true"
+    noise = str(r.get("plateau_kind", "")) == RATE_NOISE
     where = f"at its plateau (step {int(r['step']):,}, shown flat)" if flat else (
-        f"at step {int(r['step']):,}, phase 1's cap, reached before the plateau was shown flat")  # fmt: skip
+        f"at phase 1's cap (step {int(r['step']):,}), not shown flat")  # fmt: skip
+    where += " and a learning-rate-noise plateau" if noise else ""
     if not failed:
-        return f"the chosen model passed every gate {where} ({', '.join(measured.values())})"
+        regime = ": the paper's regime was not shown" if noise else ""
+        return f"the chosen model passed every gate {where} ({', '.join(measured.values())}){regime}"
     return f"the chosen model failed the gate on {', '.join(failed)} {where}: the paper's regime was not reached"
 
 
