@@ -636,13 +636,13 @@ def hub_unreachable(monkeypatch, tmp_path):
 
 
 def test_cli_fails_at_once_on_an_unreachable_model(hub_unreachable, capsys):
-    """A hub id that is no folder, with the hub unreachable and the model not in the cache: exit status 2 within
-    seconds, naming --model (transformers would retry the network for minutes)."""
-    start = time.monotonic()
+    """A hub id that is no folder, with the hub unreachable and the model not in the cache: exit status 2 without
+    trying the network, naming --model (transformers would retry the network for minutes)."""
     with pytest.raises(SystemExit) as exc:
         cli_main(["--model", "nobody/no-model", "--out", str(hub_unreachable / "o"), "--benchmarks", "rg_arithmetic"])
-    message = capsys.readouterr().err.strip().splitlines()[-1]
-    assert exc.value.code == 2 and time.monotonic() - start < 30
+    err = capsys.readouterr().err
+    message = err.strip().splitlines()[-1]
+    assert exc.value.code == 2 and "Retrying" not in err and "Max retries" not in err
     assert "--model 'nobody/no-model': no such folder, and not in the local Hugging Face cache" in message
     import huggingface_hub.constants as hub_constants
 
@@ -664,12 +664,11 @@ def test_a_cached_model_runs_offline_when_the_hub_is_unreachable(files, tmp_path
     args = ["--model", "nobody/tiny", "--out", str(tmp_path / "o"), "--backend", "transformers", "--benchmarks"]
     args += ["rg_arithmetic", "--rg-tasks", "basic_arithmetic", "--rg-per-task", "1", "--samples", "1"]
     args += ["--max-tokens", "4", "--truncate-prompts", "--no-progress"]
-    start = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "brorl_lib.evaluation", *args], env=env, capture_output=True, text=True, timeout=HANG_S
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert time.monotonic() - start < 60 and "Retrying" not in done.stderr
+    assert "Retrying" not in done.stderr and "Max retries" not in done.stderr  # offline at once, never the network
     assert len((tmp_path / "o" / "nobody--tiny" / "rg_arithmetic.jsonl").read_text().splitlines()) == 1
 
 
