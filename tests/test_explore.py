@@ -44,8 +44,8 @@ def test_every_declared_parameter_gets_a_control_at_its_default_within_its_bound
 
 def test_control_refuses_a_range_or_option_the_declaration_refuses():
     lr = sr.SimulatorConfig.parameter("lr")
-    with pytest.raises(ValueError, match="lr=20"):
-        controls.control(lr, low=1e-4, high=20.0)
+    with pytest.raises(ValueError, match="lr=2000"):
+        controls.control(lr, low=1e-4, high=2000.0)
     n = sr.SimulatorConfig.parameter("rollouts")
     with pytest.raises(ValueError, match="rollouts item=0"):
         controls.control(n, options=(0, 4))

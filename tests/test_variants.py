@@ -181,3 +181,25 @@ def test_an_explored_figure_away_from_its_profile_is_saved_as_a_variant(tmp_path
     assert [t.get_text() for t in fig.texts] == ["[variant of paper: lr=0.003]"]
     assert b"except lr=0.003" in files[1].read_bytes()  # the PNG's description
     plt.close(fig)
+
+
+def test_an_artifact_beyond_the_paper_by_design_is_a_variant_naming_what_it_changes(out_dir, monkeypatch):
+    monkeypatch.setenv(variants.PROFILE_ENV, "paper")
+    variants.register_run(_paper_simulator())  # the paper profile's own parameters
+    beyond = {"lr": "each N's own"}
+    assert variants.classify("reproduced", depends_on=()) == ("reproduced", None)
+    assert variants.classify("reproduced", depends_on=(), beyond=beyond) == (
+        "variant",
+        {"profile": "paper", "changed": beyond, "by_design": ["lr"]},
+    )
+    assert variants.classify("reported", beyond=beyond) == ("reported", None)  # the paper's numbers stay its own
+    frame = pd.DataFrame({"x": [1]})
+    saved = save_table(frame, "t", provenance="reproduced", caption="T", depends_on=(), beyond=beyond)
+    assert saved.provenance == "variant"
+    assert read_record(out_dir)[0]["caption"] == "T [variant: the paper profile's parameters except lr=each N's own]"
+    from brorl_lib.pipeline.manifest import made_otherwise
+
+    by_design = {"profile": "paper", "changed": beyond, "by_design": ["lr"]}
+    chosen = {"profile": "paper", "changed": {"lr": 0.1}}
+    entries = {"a": {"profile": "paper", "variant": by_design}, "b": {"profile": "paper", "variant": chosen}}
+    assert [name for name, _ in made_otherwise({"artifacts": entries}, "paper")] == ["b"]

@@ -43,11 +43,19 @@ def shown_table(df: pd.DataFrame, float_format: str | None = None) -> pd.DataFra
 
 
 def save_table(
-    df: pd.DataFrame, name: str, *, provenance: str, caption: str, float_format: str = "{:.4g}", basis: str = ""
+    df: pd.DataFrame,
+    name: str,
+    *,
+    provenance: str,
+    caption: str,
+    float_format: str = "{:.4g}",
+    basis: str = "",
+    depends_on: tuple[str, ...] | None = None,
+    beyond: dict[str, str] | None = None,
 ) -> Saved:
     """Write ``name``.md, ``name``.tex and ``name``.csv; the caption states the provenance class (``variant``
     with the changed parameters when the run's differ from its profile's: ``core.variants``; an ``estimate``
-    with its ``basis``).
+    with its ``basis``; ``depends_on`` and ``beyond`` as for ``figures.plotting.save_figure``).
 
     Floats are first rounded by ``core.precision.rounded`` (10 significant digits unless the frame declares
     otherwise; the paper's own numbers pass unchanged). Markdown and LaTeX show them with ``float_format``
@@ -56,7 +64,7 @@ def save_table(
     is marked as a data table (``core.latex_tables``).
     """
     check_artifact(name, provenance, basis)
-    provenance, changed = variants.classify(provenance)
+    provenance, changed = variants.classify(provenance, depends_on=depends_on, beyond=beyond)
     df = rounded(df)
     cells = shown_table(df, float_format)
     note = f"; {MISSING_NOTE}" if df.map(_is_missing).to_numpy().any() else ""

@@ -111,12 +111,20 @@ def variant_of(config, profile: str | None = None, params_dir=PARAMS_DIR, depend
     return None if spec is None else _variant(spec, config.as_dict(), profile, params_dir, depends_on)
 
 
-def classify(declared: str, config=None, depends_on: tuple[str, ...] | None = None) -> tuple[str, dict | None]:
+def classify(
+    declared: str, config=None, depends_on: tuple[str, ...] | None = None, beyond: dict[str, str] | None = None
+) -> tuple[str, dict | None]:
     """(class, variant) for an artifact a notebook declares ``declared``, made with ``config`` (default: the
     registered run's). A changed parameter never leaves ``reproduced`` or ``scaled-down``. ``depends_on``: the
     only parameters the artifact depends on (default: all of its notebook's; ``()``, an analytic curve, none):
-    a parameter outside it neither makes a variant nor a scaled-down artifact."""
+    a parameter outside it neither makes a variant nor a scaled-down artifact. ``beyond``: settings the artifact
+    itself changes from the paper's experiment (setting -> what it is here), which make it a variant by design."""
     config = config if config is not None else run_config()
+    if beyond and declared in BECOMES_VARIANT:
+        found = variant_of(config, os.environ.get(PROFILE_ENV) or None, depends_on=depends_on) if config else None
+        profile = found["profile"] if found else os.environ.get(PROFILE_ENV) or "paper"
+        changed = {**dict(beyond), **(found or {}).get("changed", {})}
+        return "variant", {"profile": profile, "changed": changed, "by_design": sorted(beyond)}
     if config is None or declared not in (*BECOMES_VARIANT, *KEEPS_CHANGES):
         return declared, None
     variant = variant_of(config, os.environ.get(PROFILE_ENV) or None, depends_on=depends_on)

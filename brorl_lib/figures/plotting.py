@@ -163,14 +163,16 @@ def save_figure(
     caption: str,
     basis: str = "",
     depends_on: tuple[str, ...] | None = None,
+    beyond: dict[str, str] | None = None,
 ) -> Saved:
     """Write ``name``.pdf/.png (.svg when asked) with fixed metadata and the data as ``name``.csv (rounded by
     ``core.precision.rounded``), the provenance class stamped (``variant`` with the changed parameters,
-    ``core.variants``; ``depends_on``: the only parameters it depends on) and recorded for the manifest."""
+    ``core.variants``; ``depends_on``: the only parameters it depends on; ``beyond``: settings it changes from the
+    paper's experiment by design) and recorded for the manifest."""
     from brorl_lib.core import variants
 
     check_artifact(name, provenance, basis)
-    provenance, changed = variants.classify(provenance, depends_on=depends_on)
+    provenance, changed = variants.classify(provenance, depends_on=depends_on, beyond=beyond)
     stamp_provenance(fig, provenance, changed, basis)
     check = layout_check()
     if check is not None:

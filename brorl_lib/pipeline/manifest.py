@@ -128,14 +128,16 @@ def file_problem(out_dir: Path, name: str, entry: dict) -> str | None:
 
 def made_otherwise(manifest: dict, profile: str) -> list[tuple[str, str]]:
     """(file, how it was made) for every entry made with another profile than ``profile``, or as a variant of it
-    (a changed parameter; an artifact whose numbers the parameters do not touch, a reported one, records none)."""
+    (a changed parameter; an artifact whose numbers the parameters do not touch, a reported one, records none; a
+    variant by design, whose changes are all its notebook's own, ``core.variants.classify``'s ``beyond``, is none)."""
     found = []
     for name, entry in sorted(manifest["artifacts"].items()):
         made_with = entry.get("profile")
+        variant = entry.get("variant")
         if made_with != profile:
             found.append((name, f"made with the {made_with} profile"))
-        elif isinstance(entry.get("variant"), dict):
-            changed = changes_text(entry["variant"].get("changed", {}))
+        elif isinstance(variant, dict) and set(variant.get("changed", {})) - set(variant.get("by_design", [])):
+            changed = changes_text(variant.get("changed", {}))
             found.append((name, f"made with the {profile} profile changed ({changed})"))
     return found
 

@@ -52,7 +52,7 @@ class SimSettings(NotebookConfig):
         paper_setup.SIM_N_CORRECT, "correct tokens, below vocab_size (paper: 10,000)", low=1, high=999_999
     )
     lr: float = param(
-        paper_setup.SIM_LEARNING_RATE, "AdamW learning rate η (paper: 1e-3)", low=0.0, low_open=True, high=10.0
+        paper_setup.SIM_LEARNING_RATE, "AdamW learning rate η (paper: 1e-3)", low=0.0, low_open=True, high=1000.0
     )
     weight_decay: float = param(0.01, "AdamW decoupled weight decay (unstated; PyTorch default)", low=0.0, high=100.0)
     beta1: float = param(0.9, "AdamW beta1 (unstated; PyTorch default)", low=0.0, high=0.999999)

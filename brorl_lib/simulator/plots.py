@@ -164,3 +164,48 @@ def theorem1_per_step(runs: pd.DataFrame, agreement: pd.DataFrame) -> plt.Figure
         ncols=7 if panels_across() >= 3 else 4,
     )
     return fig
+
+
+@rounded_inputs
+def rate_bracket(final: pd.DataFrame, chosen: pd.DataFrame) -> plt.Figure:
+    """Each N's incorrect mass 1 - Q at the end against its learning rate, one panel per budget (equal steps, equal
+    samples): the mean over seeds with a min-max band, each N's pick ringed, the paper's one rate dotted."""
+    conditions = list(dict.fromkeys(final["condition"]))
+    beside = panels_across() >= 3
+    fig, axes = new_figure("full", aspect=0.34 if beside else 0.5, ncols=len(conditions), sharey=True)
+    colours = _colours(final["N"].unique())
+    for ax, condition in zip(np.atleast_1d(axes), conditions):
+        g = final[final["condition"] == condition]
+        for n, h in g.groupby("N"):
+            floor = 1e-16  # a mass of exactly 1 drawn at the axis' foot rather than dropped from a log scale
+            ax.plot(h["lr"], (1 - h["correct_mass_mean"]).clip(floor), "-o", ms=2.5, lw=1.0, color=colours[n],
+                    label=f"{n:,}")  # fmt: skip
+            ax.fill_between(h["lr"], (1 - h["correct_mass_max"]).clip(floor), (1 - h["correct_mass_min"]).clip(floor),
+                            color=colours[n], alpha=0.2, lw=0)  # fmt: skip
+        best = chosen[chosen["condition"] == condition]
+        ax.scatter(best["best_lr"], best["incorrect_mass_at_best"].clip(1e-16), s=40, facecolors="none",
+                   edgecolors=[colours[n] for n in best["N"]], lw=1.0, zorder=3)  # fmt: skip
+        ax.axvline(setup.SIM_LEARNING_RATE, color=palette.RULE, lw=0.8, ls=":")
+        ax.set(xscale="log", yscale="log")
+        samples = g.groupby("N")["samples"].first()
+        budget = (
+            f"{int(g['steps'].iloc[0]):,} steps each"
+            if g["steps"].nunique() == 1
+            else f"{int(samples.iloc[0]):,} samples each"
+        )
+        ax.set_title(f"{condition.capitalize()} ({budget})", loc="left")
+        ax.set_xlabel("AdamW learning rate (dotted: the paper's)")
+    np.atleast_1d(axes)[0].set_ylabel("Incorrect mass 1 − Q at the end")
+    entries = {}  # every N once, in the order of N, from whichever panel drew it
+    for ax in np.atleast_1d(axes):
+        entries.update(zip(*reversed(ax.get_legend_handles_labels())))
+    labels = sorted(entries, key=lambda label: int(label.replace(",", "")))
+    handles = [entries[label] for label in labels]
+    seeds = int(chosen["seeds"].min())
+    title = f"N (mean of {seeds} seeds,\nband: min to max;\nring: each N's pick;\nat the foot: Q = 1)"
+    if beside:
+        fig.legend(handles, labels, title=title, fontsize=pt(6), title_fontsize=pt(6), loc="outside right center")
+    else:
+        fig.legend(handles, [f"N={n}" for n in labels], title=title.replace("\n", " "), fontsize=pt(6),
+                   title_fontsize=pt(6), loc="outside upper center", ncols=len(labels))  # fmt: skip
+    return fig
