@@ -37,7 +37,8 @@ NOTEBOOKS: tuple[NotebookSpec, ...] = (
     NotebookSpec("01_theory", "Theorem 1 (symbolic + numeric), Lemma 2, Corollary 3, Figure 2, sign map, pass@k",
                  "brorl_lib.theory.report:TheoryConfig", (PAPER_DATA,), 900),
     NotebookSpec("02_simulator", "Figure 3 at paper scale, the N sweep, the unstated choices, Theorem 1 per step",
-                 "brorl_lib.simulator.report:SimulatorConfig", (PAPER_DATA,), 1800),
+                 "brorl_lib.simulator.report:SimulatorConfig",
+                 (PAPER_DATA, "data/runs/simulator_lr_bracket/*"), 1800),  # each N at its own rate, read back
     NotebookSpec("03_paper_tables", "Tables 1-5 and Figure 1 from reported numbers; models of Table 2; the t-test",
                  "brorl_lib.paper.report:PaperTablesConfig", (PAPER_DATA,), 600),
     NotebookSpec(
