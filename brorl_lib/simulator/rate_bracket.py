@@ -83,8 +83,12 @@ def run_part(
 def plan() -> list[tuple[str, int, float]]:
     """Every (condition, N, rate); N=512's equal-samples runs are its equal-steps runs, so they appear once."""
     parts = [(c, n, lr) for c in CONDITIONS for n in rollouts(c) for lr in RATES]
-    same = {(EQUAL_SAMPLES, n) for n in ROLLOUTS if steps_for(EQUAL_SAMPLES, n) == steps_for(EQUAL_STEPS, n)}
-    return [(c, n, lr) for c, n, lr in parts if (c, n) not in same]
+    return [(c, n, lr) for c, n, lr in parts if not (c == EQUAL_SAMPLES and n in shared_runs())]
+
+
+def shared_runs() -> tuple[int, ...]:
+    """The N whose equal-samples runs are its equal-steps runs (the same number of steps): run once, kept twice."""
+    return tuple(n for n in ROLLOUTS if steps_for(EQUAL_SAMPLES, n) == steps_for(EQUAL_STEPS, n))
 
 
 def rollouts(condition: str) -> tuple[int, ...]:
@@ -109,9 +113,9 @@ def run_missing(work: Path = WORK_DIR, progress: bool = True) -> list[Path]:
 
 
 def merged(parts: list[Path]) -> pd.DataFrame:
-    """Every part in one table, N=512's equal-steps runs copied as its equal-samples runs."""
+    """Every part in one table, the ``shared_runs``' equal-steps runs copied as their equal-samples runs."""
     runs = pd.concat([pd.read_csv(p) for p in parts], ignore_index=True)
-    same = runs[(runs["condition"] == EQUAL_STEPS) & (runs["N"] == SAMPLE_BUDGET_N)].assign(condition=EQUAL_SAMPLES)
+    same = runs[(runs["condition"] == EQUAL_STEPS) & runs["N"].isin(shared_runs())].assign(condition=EQUAL_SAMPLES)
     runs = pd.concat([runs, same], ignore_index=True)
     return runs.sort_values(["condition", "N", "lr", "seed", "step"], kind="stable").reset_index(drop=True)
 
@@ -153,8 +157,9 @@ def finals(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def picks(final: pd.DataFrame) -> pd.DataFrame:
-    """Per condition and N, the rate with the highest mean final correct mass (the rule, fixed before the runs), its
-    95% t-interval over seeds, and whether it lies inside the grid (not at either end)."""
+    """Per condition and N, the rate with the highest mean final correct mass (the rule, fixed before the runs), the
+    mass there and at the paper's rate, and whether it lies inside the grid (not at either end; a diverged run, NaN,
+    is never the best)."""
     rows = []
     for (condition, n), g in final.groupby(["condition", "N"], sort=False):
         best = g.loc[g["correct_mass_mean"].idxmax()]
