@@ -170,7 +170,7 @@ def theorem1_per_step(runs: pd.DataFrame, agreement: pd.DataFrame) -> plt.Figure
 def rate_bracket(final: pd.DataFrame, chosen: pd.DataFrame) -> plt.Figure:
     """Each N's incorrect mass 1 - Q at the end against its learning rate, one panel per budget (equal steps, equal
     samples): the mean over seeds with a min-max band, each N's pick ringed, the paper's one rate dotted."""
-    conditions = list(dict.fromkeys(final["condition"]))
+    conditions = sorted(dict.fromkeys(final["condition"]), key=lambda c: c != "equal steps")  # Figure 3's first
     beside = panels_across() >= 3
     fig, axes = new_figure("full", aspect=0.34 if beside else 0.5, ncols=len(conditions), sharey=True)
     colours = _colours(final["N"].unique())
@@ -188,13 +188,9 @@ def rate_bracket(final: pd.DataFrame, chosen: pd.DataFrame) -> plt.Figure:
         ax.axvline(setup.SIM_LEARNING_RATE, color=palette.RULE, lw=0.8, ls=":")
         ax.set(xscale="log", yscale="log")
         samples = g.groupby("N")["samples"].first()
-        budget = (
-            f"{int(g['steps'].iloc[0]):,} steps each"
-            if g["steps"].nunique() == 1
-            else f"{int(samples.iloc[0]):,} samples each"
-        )
-        ax.set_title(f"{condition.capitalize()} ({budget})", loc="left")
-        ax.set_xlabel("AdamW learning rate (dotted: the paper's)")
+        budget = f"{int(g['steps'].iloc[0]):,}" if g["steps"].nunique() == 1 else f"{int(samples.iloc[0]):,}"
+        ax.set_title(f"{condition.capitalize()}: {budget} each", loc="left")
+        ax.set_xlabel("AdamW learning rate")
     np.atleast_1d(axes)[0].set_ylabel("Incorrect mass 1 − Q at the end")
     entries = {}  # every N once, in the order of N, from whichever panel drew it
     for ax in np.atleast_1d(axes):
@@ -202,7 +198,10 @@ def rate_bracket(final: pd.DataFrame, chosen: pd.DataFrame) -> plt.Figure:
     labels = sorted(entries, key=lambda label: int(label.replace(",", "")))
     handles = [entries[label] for label in labels]
     seeds = int(chosen["seeds"].min())
-    title = f"N (mean of {seeds} seeds,\nband: min to max;\nring: each N's pick;\nat the foot: Q = 1)"
+    title = (
+        f"N (mean of {seeds} seeds,\nband: min to max;\nring: each N's pick;\nat the foot: Q = 1;\n"
+        "dotted: the paper's rate)"
+    )
     if beside:
         fig.legend(handles, labels, title=title, fontsize=pt(6), title_fontsize=pt(6), loc="outside right center")
     else:
