@@ -12,6 +12,7 @@ from brorl_lib.core.precision import rounded_inputs
 from brorl_lib.facts import setup
 from brorl_lib.figures import palette
 from brorl_lib.figures.plotting import new_figure, panels_across, pt
+from brorl_lib.simulator.rate_bracket import CONDITIONS
 
 PANELS = (  # Figure 3's panels: column, title (the paper's, shortened), y label
     ("correct_mass", "Correct prob. mass", "Probability mass"),
@@ -170,7 +171,7 @@ def theorem1_per_step(runs: pd.DataFrame, agreement: pd.DataFrame) -> plt.Figure
 def rate_bracket(final: pd.DataFrame, chosen: pd.DataFrame) -> plt.Figure:
     """Each N's incorrect mass 1 - Q at the end against its learning rate, one panel per budget (equal steps, equal
     samples): the mean over seeds with a min-max band, each N's pick ringed, the paper's one rate dotted."""
-    conditions = sorted(dict.fromkeys(final["condition"]), key=lambda c: c != "equal steps")  # Figure 3's first
+    conditions = sorted(dict.fromkeys(final["condition"]), key=CONDITIONS.index)  # equal steps, Figure 3's, first
     beside = panels_across() >= 3
     fig, axes = new_figure("full", aspect=0.34 if beside else 0.5, ncols=len(conditions), sharey=True)
     colours = _colours(final["N"].unique())
