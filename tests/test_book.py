@@ -337,10 +337,14 @@ def test_the_glance_rows_are_the_notebooks_claim_rows_and_state_their_tables_num
     if verdict.empty:  # no comparison yet: no rows
         verdict = pd.DataFrame(columns=["budget", "comparison", "rates", "direction", "mean"])
     headline = verdict.comparison.str.fullmatch(study_report.HEADLINE.pattern)  # BroRL against ProRL, no control
-    for row in verdict[(verdict.budget == verdict.budget.max()) & headline].itertuples():
-        interval = f"[{row.ci_low_seeds_prompts:+.3f}, {row.ci_high_seeds_prompts:+.3f}]"
-        assert f"{row.mean:+.3f}" in said["04_laptop_rlvr"] and interval in said["04_laptop_rlvr"]
-        assert study_report.RATES[row.rates] in said["04_laptop_rlvr"]
+    regime = _rows("laptop_rlvr_regime_verdict")  # the low-q set's primary endpoint is the verdict
+    first = regime[(regime.endpoint == "exact q (T=1), regime test") & (regime.comparison == "BroRL - ProRL")]
+    for row in first.itertuples():
+        assert f"{row.mean:+.3f} [{row.ci_low:+.3f}, {row.ci_high:+.3f}]" in said["04_laptop_rlvr"]
+    for row in verdict[(verdict.budget == verdict.budget.max()) & headline & (verdict.rates == "tuned")].itertuples():
+        interval = f"[{row.ci_low_seeds_prompts:+.3f}, {row.ci_high_seeds_prompts:+.3f}]"  # all prompts: the caveat
+        assert f"{row.mean:+.3f} {interval}" in claims["04_laptop_rlvr"]["caveat"]
+    assert len(first) == 1
     assert not re.search(r"N\d+_", said["04_laptop_rlvr"])  # in words: no arm code
     plan = _rows("verl_plan")
     for row in plan.itertuples():

@@ -126,3 +126,28 @@ def test_both_renderings_have_the_same_rows(render):
     recorded = manifest.load(FIGURES_DIR)
     lines = [ln for ln in render(recorded, FIGURES_DIR).splitlines() if ln.startswith("| ") and "ipynb)" in ln]
     assert len(lines) == len(NOTEBOOKS) and all(ln.count(" | ") == 4 for ln in lines)
+
+
+def test_notebook_04s_row_is_the_regime_sets_verdict_with_the_full_distributions_beside_it():
+    """With the regime set's sentence, the row says it (one sentence, its numbers, no arm code) and moves the full
+    held-out distribution's tuned comparison into the caveat, both within the front page's 40 words a cell."""
+    verdict = pd.read_csv(FIGURES_DIR / "laptop_rlvr_verdict.csv")
+    regime = pd.read_csv(FIGURES_DIR / "laptop_rlvr_regime_verdict.csv", comment="#")
+    r = regime[(regime["endpoint"] == "exact q (T=1), regime test") & (regime["comparison"] == "BroRL - ProRL")].iloc[0]
+    sentence = study_report.claim(verdict, _plateau(), "")["verdict"]  # without it: the full distribution's
+    from brorl_lib.core.profiles import load_profile
+    from brorl_lib.rlvr import regime_report
+    from brorl_lib.rlvr.study_config import CountdownStudyConfig
+
+    cfg = CountdownStudyConfig(
+        **CountdownStudyConfig.defaults() | load_profile("paper")["04_laptop_rlvr"]["parameters"]
+    )
+    said = regime_report.claim_verdict(cfg.runs_path(), cfg.study(), cfg.phase2())
+    row = study_report.claim(verdict, _plateau(plateau_kind=study_report.RATE_NOISE), said)
+    assert row["verdict"] == said != sentence and row["figure"] == "laptop_rlvr_regime"
+    assert f"{r['mean']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]" in said and said.count(". ") == 0
+    headline = verdict["comparison"].map(lambda c: bool(study_report.HEADLINE.fullmatch(c)))
+    tuned = verdict[(verdict["rates"] == "tuned") & headline & (verdict["budget"] == verdict["budget"].max())].iloc[0]
+    assert f"{tuned['mean']:+.3f}" in row["caveat"] and "learning-rate-noise plateau" in row["caveat"]
+    assert len(row["verdict"].split()) <= 40 and len(row["caveat"].split()) <= 40
+    assert re.search(r"N\d+_", row["verdict"] + row["caveat"]) is None

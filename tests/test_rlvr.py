@@ -3,6 +3,7 @@ warm start, the verl pieces, one RL step with dynamic sampling's refill, the scr
 the statistics, and one tiny phase 1 (continued past a step cap, resumed when cut) whose checkpoint starts arms that
 resume bit for bit. The countdown study itself: tests/test_rlvr_countdown.py."""
 
+import copy
 import dataclasses
 import json
 import math
@@ -373,6 +374,31 @@ def test_micro_batches_accumulate_the_same_update(tok, monkeypatch):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)  # AdamW magnifies float noise in tiny gradients
     with pytest.raises(ValueError, match="micro_batch"):
         StepSettings(4, micro_batch=0)
+
+
+@pytest.mark.parametrize("kept_all", [True, False])
+def test_kl_and_entropy_are_logged_on_every_generated_row_beside_the_kept_rows(tok, model, monkeypatch, kept_all):
+    """KL to the reference and entropy over every generated token, and the same on the kept batch: equal when every
+    group is kept, apart when solved groups are dropped; against the policy's own weights both KLs are zero."""
+    train, _ = tasks.make_split("spell_backward", 1, 20, 4, seed=0)
+    step = StepSettings(n_rollouts=4, max_new_tokens=5, max_rounds=1)
+    reference = tiny.build_model(tiny.TinyModelShape(), tok, seed=1)
+    results = {}
+    for name, ref in (("other", reference), ("self", copy.deepcopy(model))):
+        scripted(monkeypatch, [[MIXED] * 4] if kept_all else [[MIXED, ALL_RIGHT] * 2])
+        policy = copy.deepcopy(model)
+        opt = torch.optim.AdamW(policy.parameters(), lr=1e-3)
+        results[name] = rl_step(policy, tok, opt, cycling(train)[0], 4, step, torch.Generator().manual_seed(0), ref)
+    m = results["other"]
+    assert m["kept_samples"] == (16 if kept_all else 8) and m["samples"] == 16
+    for pair in (("kl_ref_all", "kl_ref"), ("entropy", "entropy_kept")):
+        if kept_all:
+            assert m[pair[0]] == pytest.approx(m[pair[1]], abs=1e-5)
+        else:
+            assert abs(m[pair[0]] - m[pair[1]]) > 1e-4
+    assert m["kl_ref_all"] > 0.01 and m["entropy"] > 0
+    assert results["self"]["kl_ref_all"] == pytest.approx(0, abs=1e-5)
+    assert results["self"]["kl_ref"] == pytest.approx(0, abs=1e-5)
 
 
 # --- the screen's candidates ---

@@ -3,6 +3,7 @@ none missed), exact q against the sampler's own probabilities, the warm start on
 refill that draws only the shortfall, the deduplicated update, and the update-quality measurement."""
 
 import os
+import shutil
 from dataclasses import replace
 from itertools import permutations, product
 from pathlib import Path
@@ -17,7 +18,7 @@ from brorl_lib.facts.protocol import SamplingParams
 from brorl_lib.models import tiny
 from brorl_lib.models.char_tokenizer import build_tokenizer
 from brorl_lib.rlvr import algorithm as alg
-from brorl_lib.rlvr import candidates, exact_q, study, tasks, warm_start
+from brorl_lib.rlvr import candidates, exact_q, regime, study, tasks, warm_start
 from brorl_lib.rlvr import plateau as plateau_module
 from brorl_lib.rlvr import study_phase2 as p2
 from brorl_lib.rlvr import study_report as sr
@@ -506,7 +507,9 @@ def test_every_planned_phase2_run_finished_with_its_accounting_and_fate(tiny_roo
             assert (arm.name, seed) in names
     assert {a.name for a, _ in planned if a.role == "control"} == {a.name for a in p2.control_arms(p, f16, f512)}
     frame = p2.collect(s, p, tiny_root)
-    assert {"entropy", "kl_ref"} <= set(frame.columns) and frame.loc[frame["step"] > 0, "entropy"].gt(0).all()
+    assert {"entropy", "entropy_kept", "kl_ref", "kl_ref_all"} <= set(frame.columns)
+    assert frame.loc[frame["step"] > 0, ["entropy", "kl_ref_all"]].notna().all().all()  # every generated token
+    assert frame.loc[frame["step"] > 0, "entropy"].gt(0).all()
     assert frame.loc[frame["kept_samples"] > 0, "kl_ref"].notna().all()  # measured on the kept batch, when there is one
     acct = sr.accounting(frame)
     assert (acct["generated"] >= 4096).all() and (acct["kept_fraction"] <= 1).all()
@@ -861,3 +864,71 @@ def test_isocompute_differences_pair_each_n_at_its_own_best_rate_with_n16(monkey
     assert "N=8 ends below N=16 at 65,536 and 131,072 samples" in said and len(said) == 2
     assert sr.isocompute_differences(table, {8: tunings[8], 32: tunings[32]}, None, None).empty  # no N=16 in the grid
     assert sr.isocompute_summary(diffs.head(0)) == ["no IsoCompute N has a paired difference to N=16 yet"]
+
+
+# --- the regime set ---
+def test_the_regime_band_is_cut_into_train_validation_and_test_by_its_shares():
+    q = np.array([0.0, 1 / 1024, 1 / 512, 0.01, 0.03, 1 / 16, 0.5] + [0.02] * 13)
+    parts = regime.assign_parts(q)
+    inside = (q >= regime.BAND[0]) & (q < regime.BAND[1])
+    assert (parts[~inside] == "").all() and set(parts[inside]) == set(regime.PARTS)
+    counts = {name: int((parts == name).sum()) for name in regime.PARTS}
+    assert counts == {"train": 8, "val": 4, "test": 4}  # 16 in the band: half, a quarter, a quarter
+    assert (regime.assign_parts(q) == parts).all()  # the same seed, the same parts
+
+
+def test_the_regime_pick_is_the_largest_rate_within_one_standard_error_and_the_grid_extends_past_an_edge():
+    rng = np.random.default_rng(0)
+    noise = rng.normal(0, 0.01, (2, 200))
+
+    def score_of(curve):
+        return lambda f, seed: curve(f) + noise[seed]
+
+    grid = (0.25, 0.5, 1.0, 2.0)
+    flat_top = {0.25: 0.10, 0.5: 0.2003, 1.0: 0.2000, 2.0: 0.12}  # 1.0 within one standard error of the best
+    k = regime.pick_rate(score_of(lambda f: flat_top[f]), grid, (0, 1))
+    assert (k.best, k.pick, k.needs, k.grid) == (0.5, 1.0, (), grid)
+    assert k.means[0.5] - k.ses[0.5] < k.means[1.0] < k.means[0.5]
+    peaked = {0.25: 0.10, 0.5: 0.2003, 1.0: 0.1990, 2.0: 0.12}  # 1.0 more than one standard error below
+    assert regime.pick_rate(score_of(lambda f: peaked[f]), grid, (0, 1)).pick == 0.5
+    rising = regime.pick_rate(score_of(lambda f: f / 10 if f <= 4 else 0.8 - f / 10), (0.25, 0.5, 1.0), (0, 1))
+    assert rising.grid == (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0) and rising.pick == rising.best == 4.0  # steps of 4,
+    coarse = regime.pick_rate(score_of(lambda f: f / 10 if f <= 4 else 0.8 - f / 10), (0.25, 0.5, 1.0), (0, 1), False)
+    assert coarse.grid == (0.25, 0.5, 1.0, 4.0, 16.0)  # then 2 and 8 halfway either side of the pick
+    falling = regime.pick_rate(score_of(lambda f: -f), (0.25, 0.5, 1.0), (0, 1))
+    assert falling.grid[0] == 0.25 / regime.STEP**regime.MAX_EXTENSIONS and falling.best == falling.grid[0]
+    missing = regime.pick_rate(lambda f, seed: None if (f, seed) == (0.5, 1) else np.zeros(3), (0.25, 0.5, 1), (0, 1))
+    assert missing.needs == ((0.5, 1),) and missing.pick is None
+
+
+@pytest.mark.slow
+def test_a_regime_run_trains_on_the_band_and_scores_exact_q_per_prompt(tiny_root, tmp_path, monkeypatch):
+    s, p = tiny_study(), tiny_phase2()
+    tiny_root = Path(shutil.copytree(tiny_root, tmp_path / "study"))  # the other tests' study stays as it was
+    for name, value in (("POOL_SIZE", 80), ("BAND", (0.0, 1.01)), ("BUDGET", 2048), ("EVAL_BUDGETS", (1024,)),
+                        ("SCREEN_SEEDS", (0,)), ("GRIDS", {16: (0.5, 1.0, 2.0), 512: (0.5, 1.0, 2.0)})):  # fmt: skip
+        monkeypatch.setattr(regime, name, value)
+    table = regime.pool_stage(s, tiny_root, progress=False)
+    seen = {i.prompt for part in study.split(s, study.chosen(s, tiny_root)) for i in part}
+    assert not seen & set(table["prompt"]) and table["q"].between(0, 1).all()
+    part = regime.parts(s, tiny_root)
+    sizes = [len(part[n]) for n in regime.PARTS]
+    assert sum(sizes) == len(table) and all(abs(k - f * len(table)) <= 1 for k, f in zip(sizes, regime.SHARES))
+    planned = regime.plan(tiny_root, s, p)
+    assert [(a.n_rollouts, seed) for a, seed in planned[:2]] == [(16, 0), (512, 0)]  # interleaved
+    assert regime.run(tiny_root, s, p, progress=False, limit=2) == 2
+    ran = [(a, seed) for a, seed in planned if regime.finished(tiny_root, s, a, seed)]
+    assert len(ran) == 2 and ran[0] == planned[0]
+    for a, seed in ran:
+        out = regime.arm_folder(tiny_root, s, a, seed)
+        metrics = pd.read_csv(out / "metrics.csv")
+        assert metrics["samples"].iloc[-1] >= 2048 and metrics.loc[1:, "kl_ref_all"].notna().all()
+        assert len(np.load(out / "val_step0.npy")) == len(part["val"]) and regime.finished(tiny_root, s, a, seed)
+        assert np.load(out / KEPT_COUNTS).sum() > 0 and len(np.load(out / regime.Q_END)) == len(part["train"])
+        assert len(np.load(out / regime.PROTOCOL_HELD)) == s.n_test and not (out / "checkpoint").exists()
+        start = np.load(out / "val_step0.npy")  # the plateau's exact q, the pool's own numbers
+        assert np.allclose(start, table.set_index("prompt").loc[[i.prompt for i in part["val"]], "q"], atol=1e-5)
+    assert regime.final_val(tiny_root, s, *ran[0]) is not None and len(regime.plan(tiny_root, s, p)) == 4
+    with pytest.raises(ValueError, match="settings"):  # another band on the same pool is refused
+        monkeypatch.setattr(regime, "BAND", (0.0, 0.5))
+        regime.pool_stage(s, tiny_root, progress=False)

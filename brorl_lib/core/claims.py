@@ -21,11 +21,19 @@ class Claim(TypedDict):
     figure: str  # the artifact the row links to
 
 
-def save_claim(name: str, row: Claim, *, provenance: str, basis: str = "") -> Saved:
-    """Save ``row`` as the one-row table ``name`` (ending in ``_claim``), of the class of the numbers it reads."""
+def save_claim(
+    name: str, row: Claim, *, provenance: str, basis: str = "", beyond: dict[str, str] | None = None
+) -> Saved:
+    """Save ``row`` as the one-row table ``name`` (ending in ``_claim``), of the class of the numbers it reads
+    (``beyond``: the settings those numbers change from the paper's, which make it a variant; ``save_table``)."""
     if not name.endswith(SUFFIX) or set(row) != set(COLUMNS):
         raise ValueError(f"a claim row is a table named '..{SUFFIX}' with the keys {', '.join(COLUMNS)}: got {name!r}")
     caption = "The paper's claim this notebook tests, our verdict and its caveat (the results at a glance)"
     return save_table(
-        pd.DataFrame([row], columns=list(COLUMNS)), name, provenance=provenance, caption=caption, basis=basis
+        pd.DataFrame([row], columns=list(COLUMNS)),
+        name,
+        provenance=provenance,
+        caption=caption,
+        basis=basis,
+        beyond=beyond,
     )

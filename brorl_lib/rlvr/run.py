@@ -210,7 +210,8 @@ def run_arm(
     (``scorer``: how; default the protocol's sampled pass@1). ``keep_every`` > 0 also keeps a copy of the
     checkpoint every that many steps, as ``snapshots/step<k>/``. ``count_kept`` counts how often each training
     prompt's group was kept (trained on), saved as ``kept_counts.npy`` (by index into ``train``) when done.
-    ``log_kl`` logs each step's KL to the start checkpoint (``kl_ref``; it needs the start's weights).
+    ``log_kl`` logs each step's KL to the start checkpoint (``kl_ref_all``, ``kl_ref``; it needs the start's
+    weights).
     """
     out_dir = Path(out_dir)
     if (out_dir / DONE).exists():
@@ -292,6 +293,8 @@ def run_arm(
             "grad_norm": m["grad_norm"],
             "updates": m["updates"],
             "entropy": m["entropy"],
+            "entropy_kept": m["entropy_kept"],
+            "kl_ref_all": m["kl_ref_all"],
             "kl_ref": m["kl_ref"],
             "pass1": np.nan,
             "pass1_se": np.nan,

@@ -147,6 +147,13 @@ def _distinct(kept: Rollouts, chunk: torch.Tensor) -> tuple[torch.Tensor, torch.
     return chunk[first[order]], counts[order]
 
 
+@torch.no_grad()
+def reference_log_probs(reference: PreTrainedModel, r: Rollouts, settings: StepSettings) -> torch.Tensor:
+    """The reference policy's log-probs of the sampled response tokens, in micro-batches as the update's passes."""
+    rows = torch.split(torch.arange(len(r.texts), device=r.group.device), settings.micro_batch)
+    return torch.cat([alg.response_log_probs(reference, rows_of(r, k), settings.temperature) for k in rows])
+
+
 def rl_step(
     policy: PreTrainedModel,
     tokenizer: PreTrainedTokenizerFast,
@@ -165,13 +172,17 @@ def rl_step(
     and pass rate (share of generated samples in mixed groups) over every round, the mean gradient norm before
     clipping, time, response tokens generated and the prompts of the kept groups (``kept_prompts``); ``entropy``:
     the policy's mean entropy per response token at the training temperature, estimated on every generated
-    token (minus its sampled log-prob, nats); with a ``reference``, ``kl_ref``: KL(policy || reference) per
-    token on the kept batch before the update (the k1 estimator on tokens the policy sampled, nats)."""
+    token (minus its sampled log-prob, nats), and ``entropy_kept`` the same on the kept batch; with a
+    ``reference``, ``kl_ref_all``: KL(policy || reference) per token before the update on every generated token
+    (the k1 estimator on tokens the policy sampled, nats), and ``kl_ref`` the same on the kept batch. The all-row
+    values compare arms on the same footing; the kept-row values describe the rows the update trains on, whose
+    make-up differs by N."""
     check_int("prompts", prompts, low=1)
     t0 = time.perf_counter()
     policy.eval()
     parts, part_rewards, rounds, generated, tokens, reward_sum, mixed = [], [], 0, 0, 0, 0.0, 0
     surprisal = 0.0  # minus the sampled log-probs, summed over every generated token
+    drift = 0.0  # sampled minus reference log-probs, summed over every generated token (with a reference)
     kept_groups = drawn = mixed_groups = 0
     kept_prompts: list[str] = []
     while kept_groups < prompts and rounds < settings.max_rounds:
@@ -185,6 +196,9 @@ def rl_step(
         generated += len(rewards)
         tokens += rollouts.n_tokens
         surprisal -= float((rollouts.log_probs * rollouts.response_mask).sum())
+        if reference is not None:
+            ref_all = reference_log_probs(reference, rollouts, settings)
+            drift += float(((rollouts.log_probs - ref_all) * rollouts.response_mask).sum())
         reward_sum += float(rewards.sum())
         mixed += int(keep.sum())
         groups = mixed_here[: prompts - kept_groups]  # verl trims the batch to its size
@@ -208,6 +222,8 @@ def rl_step(
         "updates": 0,
         "grad_norm": float("nan"),
         "entropy": surprisal / max(1, tokens),
+        "entropy_kept": float("nan"),
+        "kl_ref_all": drift / max(1, tokens) if reference is not None else float("nan"),
         "kl_ref": float("nan"),
         "kept_prompts": kept_prompts,  # the prompt of each kept group (not a CSV column)
     }
@@ -218,12 +234,8 @@ def rl_step(
     kept_rewards = torch.cat(part_rewards)
     adv = alg.advantages(settings.advantage_estimator, kept_rewards, kept.response_mask, kept.group)
     old_lp = kept.log_probs  # the sampling policy's own log-probs: the step starts on-policy
-    with torch.no_grad():
-        ref_lp = None
-        if reference is not None:  # in micro-batches, as the update's forward passes
-            rows = torch.split(torch.arange(len(kept.texts), device=kept.group.device), settings.micro_batch)
-            parts = [alg.response_log_probs(reference, rows_of(kept, r), settings.temperature) for r in rows]
-            ref_lp = torch.cat(parts)
+    metrics["entropy_kept"] = float(-(old_lp * kept.response_mask).sum() / kept.response_mask.sum())
+    ref_lp = None if reference is None else reference_log_probs(reference, kept, settings)
     if ref_lp is not None:
         metrics["kl_ref"] = float(((old_lp - ref_lp) * kept.response_mask).sum() / kept.response_mask.sum())
     policy.train()

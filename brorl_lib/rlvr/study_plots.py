@@ -606,7 +606,7 @@ def drift(curves: pd.DataFrame, arms: dict[str, str] | None = None) -> plt.Figur
                             label=words_of)  # fmt: skip
         axes[r][0].set_yscale("log")
         axes[r][0].set_ylim(KL_FLOOR / 1.3, top)
-        axes[r][0].set_ylabel("KL to plateau\n(nats/token)")
+        axes[r][0].set_ylabel("KL to plateau, kept\nbatch (nats/token)")
         axes[r][1].set_ylabel("Entropy\n(nats/token)")
         axes[r][1].legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
     if below:

@@ -835,9 +835,31 @@ def _gates(plateau_table: pd.DataFrame) -> str:
     return f"the chosen model failed the gate on {', '.join(failed)} {where}: the paper's regime was not reached"
 
 
-def claim(verdict_table: pd.DataFrame, plateau_table: pd.DataFrame) -> Claim:
-    """The results-at-a-glance row of notebook 04: its comparisons (``verdict``), under its plateau gates."""
+def _all_prompts(verdict_table: pd.DataFrame) -> str:
+    """BroRL minus ProRL on the full held-out split at tuned rates and the last budget, in a few words."""
+    headline = verdict_table["comparison"].map(lambda c: bool(HEADLINE.fullmatch(str(c))))
+    last = verdict_table["budget"] == verdict_table["budget"].max()
+    rows = verdict_table[(verdict_table["rates"] == "tuned") & headline & last]
+    if rows.empty:
+        return "all prompts: no tuned comparison yet"
+    r = rows.iloc[0]
+    interval = f"[{float(r['ci_low_seeds_prompts']):+.3f}, {float(r['ci_high_seeds_prompts']):+.3f}]"
+    return f"on all held-out prompts at tuned rates, pass@1 {float(r['mean']):+.3f} {interval}"
+
+
+def claim(verdict_table: pd.DataFrame, plateau_table: pd.DataFrame, regime_verdict: str = "") -> Claim:
+    """The results-at-a-glance row of notebook 04: its comparisons (``verdict``), under its plateau gates; with a
+    ``regime_verdict`` (a sentence of ``regime_report``), that one, with the full distribution's in the caveat."""
     caveat = "a tiny model on one task (countdown) at laptop scale"
+    if regime_verdict:
+        kind = " (a learning-rate-noise plateau)" if len(plateau_table) and str(
+            plateau_table.iloc[0].get("plateau_kind", "")) == RATE_NOISE else ""  # fmt: skip
+        return Claim(
+            claim="Figure 1, Table 1: past ProRL's plateau, N=512 beats N=16 at equal samples",
+            verdict=regime_verdict,
+            caveat=f"{_all_prompts(verdict_table)}; {caveat}{kind}",
+            figure="laptop_rlvr_regime",
+        )
     return Claim(
         claim="Figure 1, Table 1: past ProRL's plateau, N=512 beats N=16 at equal samples",
         verdict=_comparisons(verdict_table) if len(verdict_table) else NO_COMPARISON,
