@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
@@ -181,6 +181,7 @@ def rl_step(
     t0 = time.perf_counter()
     policy.eval()
     parts, part_rewards, rounds, generated, tokens, reward_sum, mixed = [], [], 0, 0, 0, 0.0, 0
+    ref_parts = []  # the kept rows with the reference's log-probs in place of the sampler's (with a reference)
     surprisal = 0.0  # minus the sampled log-probs, summed over every generated token
     drift = 0.0  # sampled minus reference log-probs, summed over every generated token (with a reference)
     kept_groups = drawn = mixed_groups = 0
@@ -199,12 +200,15 @@ def rl_step(
         if reference is not None:
             ref_all = reference_log_probs(reference, rollouts, settings)
             drift += float(((rollouts.log_probs - ref_all) * rollouts.response_mask).sum())
+            scored = replace(rollouts, log_probs=ref_all)
         reward_sum += float(rewards.sum())
         mixed += int(keep.sum())
         groups = mixed_here[: prompts - kept_groups]  # verl trims the batch to its size
         rows = torch.nonzero(torch.isin(rollouts.group, groups)).squeeze(1)
         if len(rows):
             parts.append(rows_of(rollouts, rows))
+            if reference is not None:
+                ref_parts.append(rows_of(scored, rows))
             part_rewards.append(rewards[rows])
             kept_groups += len(groups)
             kept_prompts += [drawn_prompts[g].prompt for g in groups.tolist()]
@@ -235,7 +239,7 @@ def rl_step(
     adv = alg.advantages(settings.advantage_estimator, kept_rewards, kept.response_mask, kept.group)
     old_lp = kept.log_probs  # the sampling policy's own log-probs: the step starts on-policy
     metrics["entropy_kept"] = float(-(old_lp * kept.response_mask).sum() / kept.response_mask.sum())
-    ref_lp = None if reference is None else reference_log_probs(reference, kept, settings)
+    ref_lp = concat(ref_parts, tokenizer.pad_token_id).log_probs if ref_parts else None  # padded as ``kept``
     if ref_lp is not None:
         metrics["kl_ref"] = float(((old_lp - ref_lp) * kept.response_mask).sum() / kept.response_mask.sum())
     policy.train()

@@ -847,6 +847,9 @@ def _all_prompts(verdict_table: pd.DataFrame) -> str:
     return f"on all held-out prompts at tuned rates, pass@1 {float(r['mean']):+.3f} {interval}"
 
 
+CLAIM = "Figure 1, Table 1: past ProRL's plateau, N=512 beats N=16 at equal samples"  # the paper's, as tested
+
+
 def claim(verdict_table: pd.DataFrame, plateau_table: pd.DataFrame, regime_verdict: str = "") -> Claim:
     """The results-at-a-glance row of notebook 04: its comparisons (``verdict``), under its plateau gates; with a
     ``regime_verdict`` (a sentence of ``regime_report``), that one, with the full distribution's in the caveat."""
@@ -855,13 +858,13 @@ def claim(verdict_table: pd.DataFrame, plateau_table: pd.DataFrame, regime_verdi
         kind = " (a learning-rate-noise plateau)" if len(plateau_table) and str(
             plateau_table.iloc[0].get("plateau_kind", "")) == RATE_NOISE else ""  # fmt: skip
         return Claim(
-            claim="Figure 1, Table 1: past ProRL's plateau, N=512 beats N=16 at equal samples",
+            claim=CLAIM,
             verdict=regime_verdict,
             caveat=f"{_all_prompts(verdict_table)}; {caveat}{kind}",
             figure="laptop_rlvr_regime",
         )
     return Claim(
-        claim="Figure 1, Table 1: past ProRL's plateau, N=512 beats N=16 at equal samples",
+        claim=CLAIM,
         verdict=_comparisons(verdict_table) if len(verdict_table) else NO_COMPARISON,
         caveat=f"{caveat}; {_gates(plateau_table)}" if len(plateau_table) else caveat,
         figure="fig1_laptop_rlvr",
