@@ -18,6 +18,9 @@ def out_dir(tmp_path, monkeypatch):
 
 
 os.environ.setdefault("PYTHONHASHSEED", "0")
+# the Ray clusters tests start run their workers at the tests' priority, not Ray's nice 15: beside busy processes a
+# worker at nice 15 gets about 2% of a CPU (a two-node check took over 300 s beside 8 spinning processes, 17 s idle)
+os.environ.setdefault("RAY_worker_niceness", "0")
 
 
 @pytest.fixture(autouse=True)

@@ -53,6 +53,13 @@ def test_shown_table_writes_a_dash_for_missing_values_and_every_float_at_its_for
     assert shown_table(frame, "{:.2f}")["a"].tolist() == ["1.00", "-"]
 
 
+def test_an_integer_shows_in_full_with_thousands_commas_and_a_flag_stays_a_flag():
+    frame = pd.DataFrame({"N": [16, 51_200], "samples": [9_999, 51_200_000], "kept": [True, False], "x": [1.5e4, 2.0]})
+    shown = shown_table(frame).to_dict("list")
+    assert shown["N"] == ["16", "51,200"] and shown["samples"] == ["9999", "51,200,000"]
+    assert shown["kept"] == [True, False] and shown["x"] == ["15,000", "2"]
+
+
 def test_a_missing_value_shows_as_a_dash_the_caption_saying_what_it_means(out_dir):
     frame = pd.DataFrame({"method": ["a", None], "score": [1.5, np.nan]})
     md, tex, csv = (p.read_text() for p in save_table(frame, "t", provenance="reported", caption="C").files)

@@ -142,7 +142,7 @@ def test_notebook_04s_row_is_the_regime_sets_verdict_with_the_full_distributions
     cfg = CountdownStudyConfig(
         **CountdownStudyConfig.defaults() | load_profile("paper")["04_laptop_rlvr"]["parameters"]
     )
-    said = regime_report.claim_verdict(cfg.runs_path(), cfg.study(), cfg.phase2())
+    said = regime_report.claim_verdict(regime_report.verdict(cfg.runs_path(), cfg.study(), cfg.phase2()))
     row = study_report.claim(verdict, _plateau(plateau_kind=study_report.RATE_NOISE), said)
     assert row["verdict"] == said != sentence and row["figure"] == "laptop_rlvr_regime"
     assert f"{r['mean']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]" in said and said.count(". ") == 0

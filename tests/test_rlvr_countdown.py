@@ -560,6 +560,12 @@ def test_two_way_interval_widens_with_prompt_noise_and_repeats_bit_for_bit():
     assert sr.two_way_interval(with_prompts) == (lo2, hi2)
 
 
+def test_an_interval_names_its_direction_only_when_it_excludes_zero():
+    assert sr.direction([0.01, -0.2, -0.1], [0.2, -0.01, 0.1]).tolist() == ["higher", "lower", "no difference"]
+    assert str(sr.direction(-0.171, -0.071)) == "lower" and str(sr.direction(0.0, 0.1)) == "no difference"
+    assert sr.interval_text(-0.1714, np.float64(0.0706)) == "[-0.171, +0.071]"
+
+
 def test_a_run_held_by_a_live_process_is_skipped_and_a_dead_ones_lock_is_taken_over(tmp_path):
     folder = tmp_path / "run"
     assert p2._claim_lock(folder) and not p2._claim_lock(folder)  # this process holds it

@@ -93,3 +93,4 @@ def test_every_committed_pick_lies_inside_its_grid_with_two_seeds_or_more():
     assert len(picks) == sum(len(rb.rollouts(c)) for c in rb.CONDITIONS)
     assert picks["interior"].all(), picks[~picks["interior"]]
     assert (picks["seeds"] >= 2).all()
+    assert list(dict.fromkeys(picks["condition"])) == list(rb.CONDITIONS)  # the tables' order, not the alphabet's

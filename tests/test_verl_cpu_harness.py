@@ -279,6 +279,16 @@ def _scripted_launches(monkeypatch, tmp_path, outcomes: list[tuple[int, bytes]])
     return run, paths, calls
 
 
+def test_a_cpu_launch_runs_rays_workers_at_the_callers_priority_unless_told_otherwise(monkeypatch, tmp_path):
+    from brorl_lib.verl_recipe.cpu import run
+
+    paths = run.Paths(tmp_path, tmp_path / "runs", tmp_path / "model")
+    monkeypatch.delenv("RAY_worker_niceness", raising=False)
+    assert paths.env()["RAY_worker_niceness"] == "0"  # Ray's own default: 15
+    monkeypatch.setenv("RAY_worker_niceness", "10")
+    assert paths.env()["RAY_worker_niceness"] == "10"
+
+
 def test_a_launch_that_misses_rays_own_start_up_deadline_is_started_again(monkeypatch, tmp_path):
     missed = (1, b"Exception: " + b"The current node timed out during startup. This could happen because ...\n")
     run, paths, calls = _scripted_launches(monkeypatch, tmp_path, [missed, missed, (0, b"trained\n")])

@@ -3,9 +3,11 @@ cluster on this machine, through preflight's own route (a child process that con
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hang_limits import HANG_S
 from test_verl_preflight import plan, save_model_folder
 
 from brorl_lib.core.paths import REPO_ROOT
@@ -83,8 +85,11 @@ def test_one_task_per_node_of_a_two_node_ray_cluster_and_the_node_missing_a_path
 
     alive = [n for n in ray.nodes() if n["Alive"]]
     assert len(alive) == 2
+    niceness = ray.remote(num_cpus=0)(lambda: os.nice(0))  # a lambda travels by value: the workers lack tests/
+    assert ray.get(niceness.remote()) == 0  # not Ray's nice 15 (conftest.py)
     names = sorted(f"{n['NodeManagerHostname']} ({n['NodeManagerAddress']})" for n in alive)
-    reports = node_check.run_on_nodes(folders, [plan()], str(REPO_ROOT), "cpu", 0)
+    # each node's task takes seconds on 2 idle cores and over 300 s (the check's own limit) beside 8 busy processes
+    reports = node_check.run_on_nodes(folders, [plan()], str(REPO_ROOT), "cpu", 0, timeout_s=HANG_S)
     assert sorted(r.node for r in reports) == names and all(r.ok for r in reports), reports
     ckpt = [next(r for r in report.results if r.name == "ckpt_dir") for report in reports]
     assert all("the head's file seen" in r.detail for r in ckpt)  # each node saw the file the head wrote
@@ -92,11 +97,11 @@ def test_one_task_per_node_of_a_two_node_ray_cluster_and_the_node_missing_a_path
     # preflight's route: a child process joins the running cluster (RAY_ADDRESS) and reports each node as JSON
     monkeypatch.setenv("RAY_ADDRESS", local_ray)
     absent = preflight.Inputs(folders.model_path, str(tmp_path / "no-data"), folders.ckpt_dir)
-    results = preflight.check_nodes(absent, [plan()], 2, 0, "cpu")
+    results = preflight.check_nodes(absent, [plan()], 2, 0, "cpu", timeout_s=HANG_S)
     assert sorted(r.name for r in results) == [f"nodes[{n}]" for n in names] and not any(r.ok for r in results)
     for result in results:
         assert result.detail.startswith(f"data: DATA_DIR={tmp_path / 'no-data'}") and "DATA_DIR must hold" in result.fix
     # a cluster with fewer nodes than trainer.nnodes is a failure of its own
-    results = preflight.check_nodes(folders, [plan()], 3, 0, "cpu")
+    results = preflight.check_nodes(folders, [plan()], 3, 0, "cpu", timeout_s=HANG_S)
     assert all(r.ok for r in results[:2]) and not results[2].ok
     assert "2 node(s) answered, trainer.nnodes=3" in results[2].detail

@@ -28,16 +28,24 @@ def _readable(value: float) -> str:
     return f"{value:,.0f}" if 1e4 <= abs(value) < 1e15 else f"{value:.4g}"
 
 
+def _whole(value: int) -> str:
+    """An integer in full, from 10,000 up with thousands' commas (51,200, as the paper writes it)."""
+    return f"{value:,}" if abs(value) >= 10_000 else str(value)
+
+
 def shown_table(df: pd.DataFrame, float_format: str | None = None) -> pd.DataFrame:
     """``df`` as a table shows it: every float (in float columns and among other values) through ``float_format``
-    (default ``_readable``), a missing value as ``MISSING``; other values as they are. For display only
-    (``save_table`` shows its files' cells with it; a notebook shows ``display(shown_table(frame))``)."""
+    (default ``_readable``), an integer in full with thousands' commas from 10,000 up, a missing value as
+    ``MISSING``; other values as they are. For display only (``save_table`` shows its files' cells with it; a
+    notebook shows ``display(shown_table(frame))``)."""
     fmt = float_format.format if float_format else _readable
 
     def one(value):
         if _is_missing(value):
             return MISSING
-        return fmt(value) if isinstance(value, float | np.floating) else value
+        if isinstance(value, float | np.floating):
+            return fmt(value)
+        return _whole(int(value)) if isinstance(value, int | np.integer) and not isinstance(value, bool) else value
 
     return df.apply(lambda col: col.map(one))
 
@@ -48,7 +56,7 @@ def save_table(
     *,
     provenance: str,
     caption: str,
-    float_format: str = "{:.4g}",
+    float_format: str | None = None,
     basis: str = "",
     depends_on: tuple[str, ...] | None = None,
     beyond: dict[str, str] | None = None,
@@ -59,9 +67,10 @@ def save_table(
 
     Floats are first rounded by ``core.precision.rounded`` (10 significant digits unless the frame declares
     otherwise; the paper's own numbers pass unchanged). Markdown and LaTeX show them with ``float_format``
-    and a missing value as "-" (as the paper does), the caption then saying what a dash means (``MISSING_NOTE``);
-    the CSV holds the rounded values and empty cells. The LaTeX compiles with pdflatex and fits a 6.5-in text, or
-    is marked as a data table (``core.latex_tables``).
+    (default: 4 significant digits, thousands' commas from 10,000 up), integers in full and a missing value as "-"
+    (as the paper does), the caption then saying what a dash means (``MISSING_NOTE``); the CSV holds the rounded
+    values and empty cells. The LaTeX compiles with pdflatex and fits a 6.5-in text, or is marked as a data
+    table (``core.latex_tables``).
     """
     check_artifact(name, provenance, basis)
     provenance, changed = variants.classify(provenance, depends_on=depends_on, beyond=beyond)

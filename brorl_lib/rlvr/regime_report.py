@@ -15,7 +15,7 @@ import pandas as pd
 from brorl_lib.rlvr import regime, study
 from brorl_lib.rlvr import study_phase2 as p2
 from brorl_lib.rlvr.run import DONE, KEPT_COUNTS, METRICS
-from brorl_lib.rlvr.study_report import DRIFT_FRACTION, two_way_interval
+from brorl_lib.rlvr.study_report import DRIFT_FRACTION, direction, interval_text, two_way_interval
 
 # what the regime set changes from the paper's protocol (``save_table(beyond=...)``: its artifacts are variants)
 BEYOND = {"prompts": "low-q prompts only: q from 1/512 to 1/16 at the plateau", "endpoint": "exact q at T=1",
@@ -83,9 +83,9 @@ def _per_prompt(root, s, p, n: int, f: float, seeds: list[int], name: str) -> np
 
 def _row(endpoint: str, comparison: str, d: np.ndarray) -> dict:
     low, high = two_way_interval(d)
-    direction = "higher" if low > 0 else "lower" if high < 0 else "no difference"
     return {"endpoint": endpoint, "comparison": comparison, "seeds": d.shape[0], "prompts": d.shape[1],
-            "mean": float(d.mean()), "ci_low": low, "ci_high": high, "direction": direction}  # fmt: skip
+            "mean": float(d.mean()), "ci_low": low, "ci_high": high,
+            "direction": str(direction(low, high))}  # fmt: skip
 
 
 VERDICT_COLUMNS = ["endpoint", "comparison", "seeds", "prompts", "mean", "ci_low", "ci_high", "direction"]
@@ -195,15 +195,16 @@ def drift(root: Path, s: study.StudySettings, p: p2.Phase2Settings) -> pd.DataFr
 
 
 def _interval(r: dict) -> str:
-    return f"{r['mean']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
+    return f"{r['mean']:+.3f} {interval_text(r['ci_low'], r['ci_high'])}"
 
 
 def _said(direction: str) -> str:
     return {"higher": "BroRL higher", "lower": "BroRL lower"}.get(direction, "no difference shown")
 
 
-def conclusion_text(root: Path, s: study.StudySettings, p: p2.Phase2Settings) -> str:
-    """The regime set's answer in words: the screen's state or the verdict's sentences, one paragraph each."""
+def conclusion_text(root: Path, s: study.StudySettings, p: p2.Phase2Settings, v: pd.DataFrame) -> str:
+    """The regime set's answer in words from its verdict table ``v`` (``verdict``): the screen's state or the
+    verdict's sentences, one paragraph each."""
     from brorl_lib.rlvr.study_report import wrapped
 
     chosen = picks(root, s, p)
@@ -212,14 +213,13 @@ def conclusion_text(root: Path, s: study.StudySettings, p: p2.Phase2Settings) ->
         return (
             f"The regime screen is not finished: {needed} runs still needed (python -m brorl_lib.rlvr.regime screen)."
         )
-    v = verdict(root, s, p)
     if v.empty:
         return "The screen has picked both rates; the verdict's seeds are still running."
     rows = {(r["endpoint"], r["comparison"]): r for r in v.to_dict("records")}
     q = "exact q (T=1), regime test"
     gains = ", ".join(f"{c.split()[0]} {_interval(rows[(q, c)])}" for c in ("ProRL - plateau", "BroRL - plateau"))
     rates = ", ".join(f"{ARMS[n]} {f:g}x" for n, f in chosen.items())
-    lines = [claim_verdict(root, s, p), f"Picks (multiples of each arm's rule rate): {rates}; {regime.BUDGET:,} "
+    lines = [claim_verdict(v), f"Picks (multiples of each arm's rule rate): {rates}; {regime.BUDGET:,} "
              f"generated samples each.", f"Gain over the plateau in the same units: {gains}."]  # fmt: skip
     lines += [f"{e}: BroRL - ProRL {_interval(rows[(e, 'BroRL - ProRL')])}." for e, c in rows if c == "BroRL - ProRL"
               and e != q]  # fmt: skip
@@ -230,9 +230,9 @@ def conclusion_text(root: Path, s: study.StudySettings, p: p2.Phase2Settings) ->
     return wrapped(lines)
 
 
-def claim_verdict(root: Path, s: study.StudySettings, p: p2.Phase2Settings) -> str:
-    """The results-at-a-glance verdict: the primary endpoint at the picks in one sentence (empty until settled)."""
-    v = verdict(root, s, p)
+def claim_verdict(v: pd.DataFrame) -> str:
+    """The results-at-a-glance verdict from the verdict table ``v`` (``verdict``): the primary endpoint at the picks
+    in one sentence (empty until settled)."""
     if v.empty:
         return ""
     r = v[(v["endpoint"] == "exact q (T=1), regime test") & (v["comparison"] == "BroRL - ProRL")].iloc[0]

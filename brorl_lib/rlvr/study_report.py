@@ -175,9 +175,9 @@ def plateau_text(plateau_table: pd.DataFrame, control: pd.DataFrame) -> str:
     for c in control.itertuples():
         lines.append(
             f"{c.label} at {int(c.budget):,} samples ({c.seeds} seed{'s' if c.seeds > 1 else ''}): gain since the "
-            f"plateau {c.gain:+.3f} [{c.gain_ci_low:+.3f}, {c.gain_ci_high:+.3f}]"
+            f"plateau {c.gain:+.3f} {interval_text(c.gain_ci_low, c.gain_ci_high)}"
             + ("" if c.against == PLATEAU_BASE else f"; minus {PHASE1_RATE} {c.difference:+.3f} "
-               f"[{c.ci_low:+.3f}, {c.ci_high:+.3f}]") + f" (95% over {c.interval})"
+               f"{interval_text(c.ci_low, c.ci_high)}") + f" (95% over {c.interval})"
         )  # fmt: skip
     lines.append(f"the plateau: {r['plateau_kind']}" if "plateau_kind" in r else "the plateau: control not computed")
     return wrapped(lines)
@@ -262,6 +262,17 @@ def two_way_interval(d: np.ndarray, confidence: float = 0.95, draws: int = 4000,
     est = np.einsum("bs,sp,bp->b", ws, d, wp) / (n_s * n_p)
     tail = (1 - confidence) / 2 * 100
     return float(np.percentile(est, tail)), float(np.percentile(est, 100 - tail))
+
+
+def direction(low, high):
+    """The direction a difference's interval shows: "higher" above 0, "lower" below it, else "no difference"; scalars or
+    arrays alike."""
+    return np.where(np.asarray(low) > 0, "higher", np.where(np.asarray(high) < 0, "lower", "no difference"))
+
+
+def interval_text(low: float, high: float) -> str:
+    """An interval as the tables and sentences print it: ``[-0.171, -0.071]``."""
+    return f"[{float(low):+.3f}, {float(high):+.3f}]"
 
 
 def paired_differences(table: pd.DataFrame, arm: str, base: str | None, budget: int, root: Path, s) -> np.ndarray:
@@ -396,7 +407,7 @@ def verdict(table: pd.DataFrame, p: p2.Phase2Settings, tuned: dict, root: Path, 
     out = pd.DataFrame(rows, columns=None if rows else VERDICT_COLUMNS)  # no comparison yet: the header alone
     if len(out):
         lo, hi = out["ci_low_seeds_prompts"], out["ci_high_seeds_prompts"]
-        out["direction"] = np.where(lo > 0, "higher", np.where(hi < 0, "lower", "no difference"))
+        out["direction"] = direction(lo, hi)
     return out
 
 
@@ -573,7 +584,7 @@ def isocompute_differences(table: pd.DataFrame, tunings: dict, root: Path, s, ba
             rows.append({"task": "countdown", "budget": int(b), "n_rollouts": int(n), "lr_factor": tunings[n].best,
                          "base_n": base_n, "base_lr_factor": base_t.best, "seeds": r["seeds"], "mean": r["mean"],
                          "ci_low": lo, "ci_high": hi, "ci_low_seeds": r["ci_low"], "ci_high_seeds": r["ci_high"],
-                         "direction": "higher" if lo > 0 else "lower" if hi < 0 else "no difference"})  # fmt: skip
+                         "direction": str(direction(lo, hi))})  # fmt: skip
     return pd.DataFrame(rows, columns=ISO_DIFFERENCE_COLUMNS)
 
 
@@ -742,7 +753,7 @@ def conclusion(verdict_table: pd.DataFrame, verdict_t: dict, status: dict[str, i
         r = g.loc[g["budget"].idxmax()]
         lines.append(
             f"{rates} rates, {comparison} at {int(r['budget']):,} samples: {r['mean']:+.3f} "
-            f"[{r['ci_low_seeds_prompts']:+.3f}, {r['ci_high_seeds_prompts']:+.3f}] over {int(r['seeds'])} seeds and "
+            f"{_seeds_prompts(r)} over {int(r['seeds'])} seeds and "
             f"the held-out prompts -> {r['direction']}"
         )
     return lines
@@ -787,16 +798,27 @@ RATES = {"rule": "at the square-root rule's learning rates", "tuned": "at rates 
 SAID = {"lower": "ends below", "higher": "ends above", "no difference": "shows no difference from"}
 
 
-def _comparisons(verdict_table: pd.DataFrame) -> str:
-    """One sentence: BroRL (N=512) against ProRL (N=16) at the largest budget, at the rule's rates and at tuned ones,
-    each with its mean difference and its 95% interval over seeds and held-out prompts (the controls and the other
-    budgets are in the verdict table)."""
+def _seeds_prompts(r) -> str:
+    """A verdict row's 95% interval over seeds and prompts."""
+    return interval_text(r["ci_low_seeds_prompts"], r["ci_high_seeds_prompts"])
+
+
+def _headline(verdict_table: pd.DataFrame) -> tuple[float, dict]:
+    """The largest budget and, for each kind of rates at it, its first BroRL (N=512) against ProRL (N=16) row."""
     rows = verdict_table.to_dict("records")
     last = max((float(r["budget"]) for r in rows), default=float("nan"))
     kept = {}
     for r in rows:
         if float(r["budget"]) == last and HEADLINE.fullmatch(str(r["comparison"])):
             kept.setdefault(r["rates"], r)
+    return last, kept
+
+
+def _comparisons(verdict_table: pd.DataFrame) -> str:
+    """One sentence: BroRL (N=512) against ProRL (N=16) at the largest budget, at the rule's rates and at tuned ones,
+    each with its mean difference and its 95% interval over seeds and held-out prompts (the controls and the other
+    budgets are in the verdict table)."""
+    last, kept = _headline(verdict_table)
     if not kept:
         return NO_COMPARISON
     seeds = {int(r["seeds"]) for r in kept.values()}
@@ -804,7 +826,7 @@ def _comparisons(verdict_table: pd.DataFrame) -> str:
     for rates, r in kept.items():
         first = not said
         mean = f"{'Δpass@1 ' if first else ''}{float(r['mean']):+.3f}"
-        interval = f"[{float(r['ci_low_seeds_prompts']):+.3f}, {float(r['ci_high_seeds_prompts']):+.3f}]"
+        interval = _seeds_prompts(r)
         numbers = f"{mean}, 95% CI {interval}" if first else f"{mean} {interval}"
         numbers += "" if len(seeds) == 1 else f", {int(r['seeds'])} seeds"
         whom = "ProRL (N=16)" if first else "it"
@@ -837,14 +859,10 @@ def _gates(plateau_table: pd.DataFrame) -> str:
 
 def _all_prompts(verdict_table: pd.DataFrame) -> str:
     """BroRL minus ProRL on the full held-out split at tuned rates and the last budget, in a few words."""
-    headline = verdict_table["comparison"].map(lambda c: bool(HEADLINE.fullmatch(str(c))))
-    last = verdict_table["budget"] == verdict_table["budget"].max()
-    rows = verdict_table[(verdict_table["rates"] == "tuned") & headline & last]
-    if rows.empty:
+    r = _headline(verdict_table)[1].get("tuned")
+    if r is None:
         return "all prompts: no tuned comparison yet"
-    r = rows.iloc[0]
-    interval = f"[{float(r['ci_low_seeds_prompts']):+.3f}, {float(r['ci_high_seeds_prompts']):+.3f}]"
-    return f"on all held-out prompts at tuned rates, pass@1 {float(r['mean']):+.3f} {interval}"
+    return f"on all held-out prompts at tuned rates, pass@1 {float(r['mean']):+.3f} {_seeds_prompts(r)}"
 
 
 CLAIM = "Figure 1, Table 1: past ProRL's plateau, N=512 beats N=16 at equal samples"  # the paper's, as tested

@@ -146,13 +146,20 @@ def read_runs(folder: Path = DATA_DIR) -> pd.DataFrame:
     return pd.read_csv(folder / "runs.csv")
 
 
+def _in_condition_order(column: pd.Series) -> pd.Series:
+    return column.map(CONDITIONS.index) if column.name == "condition" else column
+
+
 def finals(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per condition, N and rate: the final correct mass over seeds (mean, sd, min, max) and 1 - that mean."""
-    last = runs[runs["step"] == runs.groupby(["condition", "N", "lr"])["step"].transform("max")]
-    out = last.groupby(["condition", "N", "lr"])["correct_mass"].agg(["mean", "std", "min", "max", "count"])
+    """Per condition (in ``CONDITIONS``' order), N and rate: the final correct mass over seeds (mean, sd, min, max)
+    and 1 - that mean."""
+    keys = ["condition", "N", "lr"]
+    last = runs[runs["step"] == runs.groupby(keys)["step"].transform("max")]
+    last = last.sort_values(keys, key=_in_condition_order, kind="stable")
+    out = last.groupby(keys, sort=False)["correct_mass"].agg(["mean", "std", "min", "max", "count"])
     out = out.rename(columns=lambda c: f"correct_mass_{c}" if c != "count" else "seeds").reset_index()
     out["incorrect_mass_mean"] = 1.0 - out["correct_mass_mean"]
-    steps = last.groupby(["condition", "N", "lr"])[["step", "samples"]].first().reset_index(drop=True)
+    steps = last.groupby(keys, sort=False)[["step", "samples"]].first().reset_index(drop=True)
     return pd.concat([out, steps.rename(columns={"step": "steps"})], axis=1)
 
 
@@ -193,6 +200,10 @@ def difference(runs: pd.DataFrame, chosen: pd.DataFrame, condition: str, n: int,
     return mean_interval((last(n) - last(base)).dropna())
 
 
+def _interval(d: dict[str, float]) -> str:
+    return f"[{d['ci_low']:+.2g}, {d['ci_high']:+.2g}]"
+
+
 # what these artifacts change from Figure 3's experiment (their variant stamp)
 BEYOND = {"lr": "each N's best of 1e-3 to 316", "budget": "equal steps or equal samples"}
 
@@ -215,7 +226,7 @@ def picks_table(runs: pd.DataFrame, chosen: pd.DataFrame, base: int = 16) -> pd.
                 "1 - Q at best": row.incorrect_mass_at_best,
                 "Q at lr 1e-3": row.correct_mass_at_paper_lr,
                 f"Q - Q(N={base})": d["mean"] if d else math.nan,
-                "95% CI": f"[{d['ci_low']:+.2g}, {d['ci_high']:+.2g}]" if d else "",
+                "95% CI": _interval(d) if d else "",
                 "seeds": row.seeds,
             }
         )
@@ -241,7 +252,7 @@ def conclusion(runs: pd.DataFrame, chosen: pd.DataFrame, base: int = 16, broad: 
         lines.append(
             f"{budget_text(condition)}: final 1 - Q at each N's best rate {masses}; the correct mass "
             f"{'rises' if rises else 'does not rise'} with N; N={broad} - N={base}: {d['mean']:+.3g} "
-            f"[{d['ci_low']:+.2g}, {d['ci_high']:+.2g}] over {d['n']} seeds"
+            f"{_interval(d)} over {d['n']} seeds"
             + (f"; best rate at the grid's end for {', '.join(edge)}" if edge else "")
         )
     return lines
@@ -253,7 +264,7 @@ def claim_text(runs: pd.DataFrame, chosen: pd.DataFrame, base: int = 16, broad: 
     parts = []
     for condition in CONDITIONS:
         d = difference(runs, chosen, condition, broad, base)
-        parts.append(f"{d['mean']:+.2g} [{d['ci_low']:+.2g}, {d['ci_high']:+.2g}] at {condition}")
+        parts.append(f"{d['mean']:+.2g} {_interval(d)} at {condition}")
     worst = float(chosen["incorrect_mass_at_best"].max())
     return (
         f"each N at its own rate (variant): all within {worst:.1g} of Q = 1; N={broad} - N={base} "

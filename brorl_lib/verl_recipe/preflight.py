@@ -397,25 +397,26 @@ NODE_CHECK_TIMEOUT_S = (
 
 def check_nodes(
     inputs: Inputs, plans: list[ArmPlan], nnodes: int, gpus_per_node: int, device: str = "cuda",
-    address_file: Path = RAY_ADDRESS_FILE,
+    address_file: Path = RAY_ADDRESS_FILE, timeout_s: float = NODE_CHECK_TIMEOUT_S,
 ) -> list[Result]:  # fmt: skip
     """One task on every node of the running Ray cluster (``node_check``, in a child process that cannot hang this
-    one): a result per node, named by host and IP, failing with what is missing there."""
+    one): a result per node, named by host and IP, failing with what is missing there; a node silent for
+    ``timeout_s`` seconds fails as not answering."""
     if not os.environ.get("RAY_ADDRESS") and not address_file.is_file():
         if nnodes == 1:
             return [Result("nodes", True, "no Ray cluster running; with trainer.nnodes=1 the checks above are its")]
         return [_fail("nodes", f"no Ray cluster to check (trainer.nnodes={nnodes})", "see the ray check")]
     command = [sys.executable, "-m", "brorl_lib.verl_recipe.node_check", "--model-path", inputs.model_path]
     command += ["--data-dir", inputs.data_dir, "--ckpt-dir", inputs.ckpt_dir]
-    command += ["--device", device, "--gpus-per-node", str(gpus_per_node)]
+    command += ["--device", device, "--gpus-per-node", str(gpus_per_node), "--timeout", str(timeout_s)]
     try:
         out = subprocess.run(
             command, input=json.dumps([dataclasses.asdict(p) for p in plans]), capture_output=True, text=True,
-            timeout=NODE_CHECK_TIMEOUT_S + RAY_TIMEOUT_S, check=True,
+            timeout=timeout_s + RAY_TIMEOUT_S, check=True,
         )  # fmt: skip
         rows = json.loads(out.stdout.strip().splitlines()[-1])
     except subprocess.TimeoutExpired:
-        return [_fail("nodes", f"{NODE_CHECK_COMMAND} did not end in {NODE_CHECK_TIMEOUT_S + RAY_TIMEOUT_S} s", "")]
+        return [_fail("nodes", f"{NODE_CHECK_COMMAND} did not end in {timeout_s + RAY_TIMEOUT_S:.0f} s", "")]
     except (subprocess.CalledProcessError, ValueError, IndexError) as err:
         last = (getattr(err, "stderr", "") or str(err)).strip().splitlines()[-1:]
         return [_fail("nodes", f"{NODE_CHECK_COMMAND} failed: {' '.join(last)}", "see the ray check")]

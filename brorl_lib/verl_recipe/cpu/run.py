@@ -88,6 +88,9 @@ class Paths:
             "RUN_DIR": str(self.runs),
             "PYTHON": os.environ.get("PYTHON", sys.executable),  # the interpreter that runs verl
             "PYTHONHASHSEED": "0",
+            # Ray starts its workers at nice 15, so beside other work verl's actors got a few percent of a CPU; at
+            # the caller's priority they keep their share (our choice; RAY_worker_niceness set outside wins)
+            "RAY_worker_niceness": os.environ.get("RAY_worker_niceness", "0"),
         }
 
 
