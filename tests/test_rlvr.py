@@ -358,20 +358,25 @@ def test_a_step_starts_on_policy_with_the_sampling_log_probs(tok, model, monkeyp
 
 def test_micro_batches_accumulate_the_same_update(tok, monkeypatch):
     """Splitting a mini-batch into micro-batches (gradient accumulation weighted by tokens) changes speed and
-    memory, not the update: the same weights and gradient norm as one pass, to float precision."""
+    memory, not the update: the same update and gradient norm as one pass, to float precision. SGD's step is
+    linear in the gradient; AdamW's first steps are about the learning rate whatever a gradient's size, so float
+    noise in a near-zero gradient moves its weight by up to that (5.6e-3 of the largest update once, on AVX2)."""
     train, _ = tasks.make_split("spell_backward", 1, 20, 4, seed=0)
     results = []
     for micro in (1024, 3):
         scripted(monkeypatch, [[MIXED] * 8])
         policy = tiny.build_model(tiny.TinyModelShape(), tok, seed=0)
-        opt = torch.optim.AdamW(policy.parameters(), lr=1e-3)
+        start = [t.detach().clone() for t in policy.parameters()]
+        opt = torch.optim.SGD(policy.parameters(), lr=0.1)
         step = StepSettings(n_rollouts=4, max_new_tokens=5, mini_batches=2, micro_batch=micro)
         m = rl_step(policy, tok, opt, cycling(train)[0], 8, step, torch.Generator().manual_seed(0))
-        results.append((m["grad_norm"], [t.detach().clone() for t in policy.parameters()]))
+        results.append((m["grad_norm"], [t.detach() - s for t, s in zip(policy.parameters(), start, strict=True)]))
     (norm_one, one), (norm_micro, micro) = results
     assert norm_micro == pytest.approx(norm_one, rel=1e-5)
+    largest = max(float(u.abs().max()) for u in one)
     for a, b in zip(one, micro, strict=True):
-        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)  # AdamW magnifies float noise in tiny gradients
+        # measured: 7e-6 of the largest update with AVX-512, AVX2 and plain kernels (the weights' own rounding)
+        torch.testing.assert_close(b, a, atol=1e-4 * largest, rtol=0)
     with pytest.raises(ValueError, match="micro_batch"):
         StepSettings(4, micro_batch=0)
 
