@@ -29,7 +29,7 @@ def _readable(value: float) -> str:
 
 
 def _whole(value: int) -> str:
-    """An integer in full, from 10,000 up with thousands' commas (51,200, as the paper writes it)."""
+    """An integer in full, from 10,000 up with thousands' commas (51,200)."""
     return f"{value:,}" if abs(value) >= 10_000 else str(value)
 
 
